@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/* sampler.h - records shared by sampler.bpf.c and user/sampler.c. */
+#ifndef NUPP_SAMPLER_H
+#define NUPP_SAMPLER_H
+
+#include "lj_layout.h"
+
+#define NUPP_MAX_DEPTH	128	/* upper bound of --depth; a power of two */
+
+/* How a frame was called, which decides how its name is derived (the
+ * caller's call site, a metamethod, or no name at all; lj_debug_funcname). */
+enum nupp_call {
+	NUPP_CALL_LUA	= 0,	/* called from Lua bytecode: the caller's pc names it */
+	NUPP_CALL_CONT	= 1,	/* metamethod continuation: the caller's pc names the metamethod */
+	NUPP_CALL_OTHER	= 2,	/* from C, pcall or lua_call: no name */
+	NUPP_CALL_MASK	= 3,
+};
+
+/* One Lua stack frame as the sampler saw it. */
+struct nupp_frame {
+	__u64 fn;	/* GCfunc * running in this frame */
+	__u64 pc;	/* current BCIns * in fn, pointing after the instruction
+			 * (0 unknown) | enum nupp_call in the low 2 bits */
+};
+
+/* VM states of the spec's Sample record. */
+enum nupp_state {
+	NUPP_ST_COMPILED,	/* g->vmstate >= 0: a trace is running */
+	NUPP_ST_INTERP,		/* interpreter */
+	NUPP_ST_C,		/* C function */
+	NUPP_ST_GC,		/* garbage collector */
+	NUPP_ST_COMPILING,	/* trace exit, recorder, optimizer, assembler */
+	NUPP_ST_MAX,
+};
+
+/* Why a sample of a target process could not be resolved. */
+enum nupp_err {
+	NUPP_ERR_NO_VM,		/* no validated global_State for the thread */
+	NUPP_ERR_NO_THREAD,	/* g->cur_L is not a thread of that VM */
+	NUPP_ERR_BAD_BASE,	/* frame base outside the thread's stack */
+	NUPP_ERR_READ,		/* target memory could not be read */
+	NUPP_ERR_NO_FRAME,	/* the walk found no frame at all */
+	NUPP_ERR_MAP_FULL,	/* the counts map is full */
+	NUPP_ERR_MAX,
+};
+
+/* Aggregation key: one distinct stack of one thread of one VM. The map's key
+ * size is set by userspace to hold exactly --depth frames; unused frames are 0. */
+struct nupp_stack_key {
+	__u32 pid;		/* tgid */
+	__u32 tid;
+	__u64 g;		/* global_State * of the VM */
+	__u32 zone;		/* zone path id open in the target, 0 none */
+	__u16 depth;		/* frames used */
+	__u16 truncated;	/* 1 when the walk stopped at --depth */
+	struct nupp_frame frames[NUPP_MAX_DEPTH];
+};
+
+struct nupp_stack_counts {
+	__u64 state[NUPP_STATE_MAX];	/* samples by enum nupp_state */
+};
+
+/* Per target process, written by userspace at attach. */
+struct nupp_proc {
+	struct lj_layout lj;
+	__u64 vm_lo, vm_hi;	/* interpreter code range (lj_vm_asm_begin..) */
+	__u64 g;		/* the process's only VM, 0 when several or unknown */
+	__u64 zone_cur;		/* address of the target's u32 current zone id, 0 none */
+};
+
+/* Process-wide counters (per-CPU array, index enum nupp_counter). */
+enum nupp_counter {
+	NUPP_CNT_SAMPLES,	/* samples of target processes */
+	NUPP_CNT_PAUSED,	/* samples dropped while paused */
+	NUPP_CNT_ERR,		/* first of NUPP_ERR_MAX error counters */
+	NUPP_CNT_MAX = NUPP_CNT_ERR + NUPP_ERR_MAX,
+};
+
+#endif /* NUPP_SAMPLER_H */
