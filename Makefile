@@ -1,0 +1,77 @@
+# nupp-bpf - eBPF profiler for LuaJIT.  `make` builds everything into build/.
+#   make            BPF objects, skeletons, libnupp.a, nupp-bpf, the Lua C module
+#   make test       the whole test suite (as root; BPF tests run for real)
+#   make bench      benchmarks; tables go to docs/benchmarks.md
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make regen      re-pin the LuaJIT source packages to what Debian ships now
+# V=1 shows the commands.
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+B       := build
+CC      ?= gcc
+CLANG   ?= clang
+BPFTOOL ?= bpftool
+PYTHON  ?= /usr/bin/python3
+CFLAGS  ?= -O2 -g -Wall -Wextra -Wno-unused-parameter
+CPPFLAGS += -I$(B) -I$(B)/gen -Ibpf -Iuser
+LDLIBS  += -lbpf -lelf -lz -lcrypto
+ARCH    := x86
+
+ifeq ($(V),1)
+Q =
+msg =
+else
+Q = @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+.DELETE_ON_ERROR:
+.PHONY: all test bench install clean deps regen luajit
+
+all:
+
+include $(sort $(wildcard mk/*.mk))
+
+# --- BPF: %.bpf.c -> %.bpf.o -> %.skel.h -------------------------------------
+BPF_SRCS := $(wildcard bpf/*.bpf.c)
+BPF_SKELS := $(patsubst bpf/%.bpf.c,$(B)/%.skel.h,$(BPF_SRCS))
+
+$(B)/vmlinux.h:
+	$(call msg,GEN,$@)
+	$(Q)mkdir -p $(B) && $(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
+
+$(B)/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) $(B)/vmlinux.h
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(B) -Ibpf \
+		-I/usr/include/x86_64-linux-gnu -c $< -o $@.tmp && \
+		llvm-strip -g $@.tmp -o $@ && rm -f $@.tmp
+
+$(B)/%.skel.h: $(B)/%.bpf.o
+	$(call msg,GENSKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< > $@
+
+# --- userspace ----------------------------------------------------------------
+USER_LIB_SRCS := $(filter-out user/main.c user/lua_module.c,$(wildcard user/*.c))
+USER_LIB_OBJS := $(patsubst user/%.c,$(B)/obj/%.o,$(USER_LIB_SRCS)) $(B)/obj/lj_builds.o
+
+$(B)/obj/%.o: user/%.c $(wildcard user/*.h bpf/*.h) $(BPF_SKELS) $(B)/gen/lj_builds.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -c $< -o $@
+
+$(B)/obj/lj_builds.o: $(B)/gen/lj_builds.c user/lj_build.h bpf/lj_layout.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -c $< -o $@
+
+$(B)/libnupp.a: $(USER_LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(B)/nupp-bpf: $(B)/obj/main.o $(B)/libnupp.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
+all: $(B)/nupp-bpf
+
+clean:
+	rm -rf $(B)/obj $(B)/*.o $(B)/*.skel.h $(B)/nupp-bpf $(B)/libnupp.a $(B)/gen

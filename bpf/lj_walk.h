@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lj_walk.h - one step of a LuaJIT (GC64, LJ_FR2) frame walk.
+ *
+ * Compiled into the BPF sampler and, as plain C, into the unit tests that walk
+ * recorded or live memory. The includer defines
+ *	int LJ_READ(void *dst, __u32 size, __u64 addr)	0 on success
+ * The walk mirrors lj_debug_frame() (lj_debug.c): frames are addressed by
+ * their link slot f = base - 1; dummy frames (func == L) and vararg
+ * pseudo-frames are skipped, as dumpstack skips them.
+ */
+#ifndef NUPP_LJ_WALK_H
+#define NUPP_LJ_WALK_H
+
+#include "sampler.h"
+
+struct lj_walk {
+	const struct lj_layout *lj;
+	__u64 L;		/* lua_State * whose stack is walked */
+	__u64 f;		/* current frame's link slot */
+	__u64 bot;		/* tvref(L->stack) + LJ_FR2: the walk ends here */
+	__u64 pc;		/* current pc of the frame at f, 0 unknown */
+	__u32 depth;		/* frames emitted */
+	__u32 max;		/* at most this many frames */
+	__u32 truncated;	/* stopped at max with frames left */
+	__s32 err;		/* enum nupp_err + 1, 0 when fine */
+	struct nupp_frame *frames;
+};
+
+/* Emit the frame at w->f and move to the one below it. 0: go on, 1: stop. */
+static __always_inline int lj_walk_step(struct lj_walk *w)
+{
+	__u64 link, fn, delta;
+	__u32 ins;
+
+	if (w->f <= w->bot)
+		return 1;
+	if (w->depth >= w->max) {
+		w->truncated = 1;
+		return 1;
+	}
+	if (LJ_READ(&link, 8, w->f) || LJ_READ(&fn, 8, w->f - 8)) {
+		w->err = NUPP_ERR_READ + 1;
+		return 1;
+	}
+	fn &= LJ_GCVMASK;			/* frame_gc() */
+	delta = link & ~(__u64)LJ_FRAME_TYPEP;	/* frame_delta() in bytes */
+
+	if ((link & LJ_FRAME_TYPEP) == LJ_FRAME_VARG) {
+		/* Vararg pseudo-frame: the real frame of the same function lies
+		 * below it and keeps this frame's pc (lj_debug_frame skips it). */
+		w->f -= delta;
+		return 0;
+	}
+	if (fn != w->L) {			/* not a dummy frame */
+		__u32 call = (link & LJ_FRAME_TYPE) == LJ_FRAME_LUA ? NUPP_CALL_LUA :
+			     (link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT ? NUPP_CALL_CONT :
+			     NUPP_CALL_OTHER;
+		struct nupp_frame *fr = &w->frames[w->depth & (NUPP_MAX_DEPTH - 1)];
+		fr->fn = fn;
+		fr->pc = w->pc | call;
+		w->depth++;
+	}
+	if ((link & LJ_FRAME_TYPE) == LJ_FRAME_LUA) {
+		/* frame_prevl(): the caller's CALL instruction holds the base
+		 * register A; the callee's frame sits 2 + A slots above. */
+		if (LJ_READ(&ins, 4, link - 4)) {
+			w->err = NUPP_ERR_READ + 1;
+			return 1;
+		}
+		w->pc = link;
+		w->f -= 8 * (2 + ((ins >> 8) & 0xff));
+	} else {
+		if ((link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT) {
+			if (LJ_READ(&w->pc, 8, w->f - 16)) {	/* frame_contpc() */
+				w->err = NUPP_ERR_READ + 1;
+				return 1;
+			}
+		} else {
+			w->pc = 0;	/* C, cpcall, pcall: not stored in the frame */
+		}
+		if (delta == 0) {	/* a zero delta would loop forever */
+			w->err = NUPP_ERR_BAD_BASE + 1;
+			return 1;
+		}
+		w->f -= delta;
+	}
+	return 0;
+}
+
+#endif /* NUPP_LJ_WALK_H */
