@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lj_target.h - the LuaJIT inside a target process.
+ *
+ * Found by content: every executable file mapping of the process is checked
+ * against the build registry (SHA-256 of .text), then for LuaJIT symbols in
+ * .symtab. The layout is then verified against the live process by finding
+ * its GG_State (global_State signature) in memory.
+ */
+#ifndef NUPP_LJ_TARGET_H
+#define NUPP_LJ_TARGET_H
+
+#include <limits.h>
+#include <sys/types.h>
+#include "lj_build.h"
+
+#define LJ_TARGET_MAX_VMS 16
+
+struct lj_target {
+	pid_t pid;
+	char path[PATH_MAX];		/* the ELF file holding LuaJIT, openable by us */
+	char shown[PATH_MAX];		/* that file's name as the target sees it */
+	__u64 bias;			/* runtime address = ELF vaddr + bias */
+	const struct lj_build *build;	/* registry entry; NULL for a symbolized unknown build */
+	struct lj_build local;		/* the entry used when build is NULL */
+	struct lj_layout layout;
+	__u64 vm_lo, vm_hi;		/* runtime interpreter code range */
+	__u64 gs[LJ_TARGET_MAX_VMS];	/* global_States found in memory */
+	int ngs;
+};
+
+/* Find and identify LuaJIT in process pid. 0, or -1 with a one-line reason
+ * in err (without the "nupp-bpf: error: " prefix). */
+int lj_target__open(struct lj_target *t, pid_t pid, char *err, size_t errsz);
+
+/* The build's description: the registry entry, or the symbolized stand-in. */
+const struct lj_build *lj_target__build(const struct lj_target *t);
+
+/* ELF vaddr of a named symbol of the target's build, 0 when absent. */
+__u64 lj_target__sym(const struct lj_target *t, const char *name);
+
+/* File offset (what a uprobe attaches at) of an ELF vaddr, 0 when unmapped. */
+__u64 lj_target__file_offset(const struct lj_target *t, __u64 vaddr);
+
+/* Rescan the process for global_States (new VMs); returns how many. */
+int lj_target__scan_vms(struct lj_target *t);
+
+#endif /* NUPP_LJ_TARGET_H */

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: MIT
+/* procmem.c - reading another process's memory. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sys/uio.h>
+#include "procmem.h"
+
+int procmem__read(pid_t pid, void *dst, size_t n, __u64 addr)
+{
+	struct iovec local = { dst, n };
+	struct iovec remote = { (void *)(unsigned long)addr, n };
+	ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+
+	if (got < 0)
+		return -errno;
+	return (size_t)got == n ? 0 : -EFAULT;
+}
+
+static int procmem_read_cb(void *ctx, void *dst, size_t n, __u64 addr)
+{
+	return procmem__read(*(pid_t *)ctx, dst, n, addr);
+}
+
+struct mem_reader procmem__reader(pid_t *pid)
+{
+	return (struct mem_reader){ procmem_read_cb, pid };
+}

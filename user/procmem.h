@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/* procmem.h - reading another process's memory (process_vm_readv). */
+#ifndef NUPP_PROCMEM_H
+#define NUPP_PROCMEM_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include <linux/types.h>
+
+/* A source of target memory: a live process, or recorded memory in tests. */
+struct mem_reader {
+	/* Copy n bytes at addr into dst; 0 on success, a negative errno else. */
+	int (*read)(void *ctx, void *dst, size_t n, __u64 addr);
+	void *ctx;
+};
+
+/* Read n bytes at addr of process pid; 0 or -errno. */
+int procmem__read(pid_t pid, void *dst, size_t n, __u64 addr);
+
+/* A reader over a live process; ctx points at a pid_t that outlives it. */
+struct mem_reader procmem__reader(pid_t *pid);
+
+static inline int mem_read(const struct mem_reader *m, void *dst, size_t n, __u64 addr)
+{
+	return m->read(m->ctx, dst, n, addr);
+}
+
+#endif /* NUPP_PROCMEM_H */
