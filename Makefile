@@ -27,6 +27,7 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 .DELETE_ON_ERROR:
+.SECONDARY:
 .PHONY: all test bench install clean deps regen luajit
 
 all:

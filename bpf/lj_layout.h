@@ -77,6 +77,8 @@ struct lj_layout {
 	__u32 J_cur_startpt;	/* GCtrace cur: startpt */
 	__u32 J_cur_startpc;	/* GCtrace cur: startpc */
 	__u32 J_cur_traceno;	/* GCtrace cur: u16 traceno */
+	__u32 J_cur_startins;	/* GCtrace cur: BCIns startins (original start op) */
+	__u32 J_flags;		/* uint32_t flags: JIT_F_* */
 	__u32 J_parent;		/* TraceNo1 parent */
 	__u32 J_exitno;		/* ExitNo exitno */
 	__u32 J_penalty;	/* HotPenalty penalty[PENALTY_SLOTS] */

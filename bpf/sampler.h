@@ -57,7 +57,7 @@ struct nupp_stack_key {
 };
 
 struct nupp_stack_counts {
-	__u64 state[NUPP_STATE_MAX];	/* samples by enum nupp_state */
+	__u64 state[NUPP_ST_MAX];	/* samples by enum nupp_state */
 };
 
 /* Per target process, written by userspace at attach. */

@@ -23,6 +23,7 @@ struct lj_target {
 	__u64 bias;			/* runtime address = ELF vaddr + bias */
 	const struct lj_build *build;	/* registry entry; NULL for a symbolized unknown build */
 	struct lj_build local;		/* the entry used when build is NULL */
+	struct lj_sym local_syms[48];	/* its symbols, from .symtab */
 	struct lj_layout layout;
 	__u64 vm_lo, vm_hi;		/* runtime interpreter code range */
 	__u64 gs[LJ_TARGET_MAX_VMS];	/* global_States found in memory */

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * sampler.bpf.c - statistical sampler of LuaJIT VM state and Lua stacks.
+ *
+ * Runs on a timer (a cpu-clock perf_event per CPU, or the scheduler tick) in
+ * the context of the interrupted task. For a configured target process it
+ * finds the VM (global_State) from the DISPATCH register r14, reads the VM
+ * state, picks the stack source that is valid in that state, walks the Lua
+ * frames and counts the stack in a hash map. Nothing leaves the kernel per
+ * sample; userspace reads the map.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+static __always_inline int lj_read(void *dst, __u32 size, __u64 addr)
+{
+	return bpf_probe_read_user(dst, size, (const void *)addr);
+}
+#define LJ_READ(dst, size, addr) lj_read(dst, size, addr)
+#include "lj_walk.h"
+
+const volatile __u32 max_depth = 16;	/* --depth */
+volatile __u32 paused;			/* set by userspace: count, don't record */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);			/* tgid */
+	__type(value, struct nupp_proc);
+} procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);			/* tid */
+	__type(value, __u64);			/* last global_State validated on it */
+} thread_vm SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);		/* userspace may resize */
+	__uint(key_size, sizeof(struct nupp_stack_key));	/* trimmed to --depth by userspace */
+	__type(value, struct nupp_stack_counts);
+} counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct nupp_stack_key);	/* scratch: too big for the BPF stack */
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NUPP_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &idx);
+
+	if (c)
+		(*c)++;
+}
+
+static __always_inline int unresolved(enum nupp_err err)
+{
+	count(NUPP_CNT_ERR + err);
+	return 0;
+}
+
+/* Is g a global_State? Its main thread must point back at it (G(mainthread) == g). */
+static __always_inline int vm_valid(const struct lj_layout *lj, __u64 g)
+{
+	__u64 mainth = 0, glref = 0;
+
+	if (!g || lj_read(&mainth, 8, g + lj->g_mainthref))
+		return 0;
+	mainth &= LJ_GCVMASK;
+	if (!mainth || lj_read(&glref, 8, mainth + lj->L_glref))
+		return 0;
+	return glref == g;
+}
+
+/* The VM running on this thread: DISPATCH (r14) is pinned in the interpreter
+ * and in GC64 trace code; C code usually preserves it (callee-saved). When it
+ * does not validate, fall back to the VM last seen on this thread, then to
+ * the process's only VM. */
+static __always_inline __u64 find_vm(const struct nupp_proc *p, __u64 r14, __u32 tid)
+{
+	__u64 g = r14 + (__s64)p->lj.disp2g, *last;
+
+	if (vm_valid(&p->lj, g)) {
+		bpf_map_update_elem(&thread_vm, &tid, &g, BPF_ANY);
+		return g;
+	}
+	last = bpf_map_lookup_elem(&thread_vm, &tid);
+	if (last)
+		return *last;
+	return p->g;
+}
+
+static __always_inline enum nupp_state state_of(__s32 vmstate)
+{
+	if (vmstate >= 0)
+		return NUPP_ST_COMPILED;
+	switch (vmstate) {
+	case LJ_VMST_INTERP: return NUPP_ST_INTERP;
+	case LJ_VMST_C: return NUPP_ST_C;
+	case LJ_VMST_GC: return NUPP_ST_GC;
+	default: return NUPP_ST_COMPILING;	/* EXIT, RECORD, OPT, ASM: as lj_profile counts them */
+	}
+}
+
+static long walk_cb(__u64 i, void *ctx)
+{
+	return lj_walk_step(ctx);
+}
+
+/* Where the walk starts (frame link slot and top pc) in each VM state
+ * (luajit-internals.md §5): L->base is stale while bytecode or a trace runs. */
+static __always_inline int walk_start(const struct nupp_proc *p, struct pt_regs *regs,
+				      __u64 g, __u64 L, __s32 vmstate, struct lj_walk *w)
+{
+	const struct lj_layout *lj = &p->lj;
+	__u64 ip = BPF_CORE_READ(regs, ip), base = 0, cf = 0, slot = 0;
+
+	if (vmstate >= 0) {
+		/* On trace: BASE at trace entry; the leaf is the trace's start
+		 * pc (inlined frames are not materialized). */
+		__u64 traces = 0, T = 0, startpc = 0;
+		__u64 J = g - lj->gg_g + lj->gg_j;
+
+		if (lj_read(&base, 8, g + lj->g_jit_base) ||
+		    lj_read(&traces, 8, J + lj->J_trace) ||
+		    lj_read(&T, 8, traces + 8 * (__u64)vmstate) ||
+		    lj_read(&startpc, 8, (T & LJ_GCVMASK) + lj->T_startpc))
+			return NUPP_ERR_READ + 1;
+		w->pc = startpc ? startpc + 4 : 0;	/* links point after the instruction */
+	} else if (vmstate == LJ_VMST_INTERP && ip >= p->vm_lo && ip < p->vm_hi) {
+		base = BPF_CORE_READ(regs, dx);		/* BASE */
+		w->pc = BPF_CORE_READ(regs, bx);	/* PC, already advanced */
+	} else {
+		/* C function, GC, recorder, or a helper called by the VM: the VM
+		 * synced L->base before calling out, and saved PC in the cframe. */
+		if (lj_read(&base, 8, L + lj->L_base) || lj_read(&cf, 8, L + lj->L_cframe))
+			return NUPP_ERR_READ + 1;
+		cf &= ~3ULL;
+		w->pc = 0;
+		if (vmstate != LJ_VMST_C && cf && !lj_read(&slot, 8, cf + lj->cf_pc)) {
+			__u64 saved_L = 0;
+			lj_read(&saved_L, 8, cf + lj->cf_L);
+			if (slot != saved_L)		/* SAVE_PC == SAVE_L means no pc */
+				w->pc = slot;
+		}
+	}
+	w->f = base - 8;
+	if (w->f <= w->bot)
+		return NUPP_ERR_BAD_BASE + 1;
+	return 0;
+}
+
+static __always_inline int sample(struct pt_regs *regs)
+{
+	__u64 id = bpf_get_current_pid_tgid(), g, L = 0, stack = 0, maxstack = 0;
+	__u32 pid = id >> 32, tid = (__u32)id, zero = 0;
+	struct nupp_stack_counts *c, init = {};
+	struct nupp_stack_key *key;
+	struct nupp_proc *p;
+	struct lj_walk w = {};
+	__s32 vmstate;
+	int err;
+
+	p = bpf_map_lookup_elem(&procs, &pid);
+	if (!p)
+		return 0;
+	count(NUPP_CNT_SAMPLES);
+	if (paused) {
+		count(NUPP_CNT_PAUSED);
+		return 0;
+	}
+	g = find_vm(p, BPF_CORE_READ(regs, r14), tid);
+	if (!g)
+		return unresolved(NUPP_ERR_NO_VM);
+	if (lj_read(&vmstate, 4, g + p->lj.g_vmstate) || lj_read(&L, 8, g + p->lj.g_cur_L))
+		return unresolved(NUPP_ERR_READ);
+	L &= LJ_GCVMASK;
+	if (lj_read(&stack, 8, L + p->lj.L_stack) || lj_read(&maxstack, 8, L + p->lj.L_maxstack))
+		return unresolved(NUPP_ERR_NO_THREAD);
+
+	key = bpf_map_lookup_elem(&scratch, &zero);
+	if (!key)
+		return 0;
+	w.lj = &p->lj;
+	w.L = L;
+	w.bot = stack + 8;
+	w.max = max_depth < NUPP_MAX_DEPTH ? max_depth : NUPP_MAX_DEPTH;
+	w.frames = key->frames;
+	err = walk_start(p, regs, g, L, vmstate, &w);
+	if (err)
+		return unresolved(err - 1);
+	if (w.f > maxstack)
+		return unresolved(NUPP_ERR_BAD_BASE);
+	bpf_loop(NUPP_MAX_DEPTH, walk_cb, &w, 0);
+	if (w.err)
+		return unresolved(w.err - 1);
+	if (!w.depth)
+		return unresolved(NUPP_ERR_NO_FRAME);
+	/* Clear the frames the previous sample on this CPU left beyond ours. */
+	for (__u32 i = w.depth; i < NUPP_MAX_DEPTH && i < w.max; i++) {
+		key->frames[i & (NUPP_MAX_DEPTH - 1)].fn = 0;
+		key->frames[i & (NUPP_MAX_DEPTH - 1)].pc = 0;
+	}
+	key->pid = pid;
+	key->tid = tid;
+	key->g = g;
+	key->zone = 0;
+	if (p->zone_cur)
+		lj_read(&key->zone, 4, p->zone_cur);
+	key->depth = w.depth;
+	key->truncated = w.truncated;
+
+	c = bpf_map_lookup_elem(&counts, key);
+	if (!c) {
+		if (bpf_map_update_elem(&counts, key, &init, BPF_NOEXIST) == -7 /* -E2BIG */)
+			return unresolved(NUPP_ERR_MAP_FULL);
+		c = bpf_map_lookup_elem(&counts, key);
+		if (!c)
+			return unresolved(NUPP_ERR_MAP_FULL);
+	}
+	__sync_fetch_and_add(&c->state[state_of(vmstate)], 1);
+	return 0;
+}
+
+SEC("perf_event")
+int on_cpu_clock(struct bpf_perf_event_data *ctx)
+{
+	return sample((struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
+}
+
+/* The scheduler tick: fires at CONFIG_HZ in the interrupted task's context. */
+SEC("tp_btf/local_timer_entry")
+int on_tick(u64 *ctx)
+{
+	return sample((struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

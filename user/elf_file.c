@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: MIT
+/* elf_file.c - ELF facts through libelf; digests through libcrypto. */
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <openssl/evp.h>
+#include "elf_file.h"
+
+struct elf_file {
+	int fd;
+	Elf *elf;
+};
+
+struct elf_file *elf_file__open(const char *path)
+{
+	struct elf_file *ef;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return NULL;
+	ef = calloc(1, sizeof(*ef));
+	if (!ef)
+		return NULL;
+	ef->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (ef->fd < 0)
+		goto fail;
+	ef->elf = elf_begin(ef->fd, ELF_C_READ_MMAP, NULL);
+	if (!ef->elf || elf_kind(ef->elf) != ELF_K_ELF)
+		goto fail;
+	return ef;
+fail:
+	elf_file__close(ef);
+	return NULL;
+}
+
+void elf_file__close(struct elf_file *ef)
+{
+	if (!ef)
+		return;
+	if (ef->elf)
+		elf_end(ef->elf);
+	if (ef->fd >= 0)
+		close(ef->fd);
+	free(ef);
+}
+
+/* The section named name, or with type (when name is NULL). */
+static Elf_Scn *find_section(struct elf_file *ef, const char *name, Elf64_Word type, GElf_Shdr *sh)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+
+	if (elf_getshdrstrndx(ef->elf, &shstrndx))
+		return NULL;
+	while ((scn = elf_nextscn(ef->elf, scn))) {
+		const char *n;
+
+		if (!gelf_getshdr(scn, sh))
+			continue;
+		if (!name) {
+			if (sh->sh_type == type)
+				return scn;
+			continue;
+		}
+		n = elf_strptr(ef->elf, shstrndx, sh->sh_name);
+		if (n && !strcmp(n, name))
+			return scn;
+	}
+	return NULL;
+}
+
+__u64 elf_file__text_size(struct elf_file *ef)
+{
+	GElf_Shdr sh;
+
+	return find_section(ef, ".text", 0, &sh) ? sh.sh_size : 0;
+}
+
+int elf_file__text_sha256(struct elf_file *ef, unsigned char out[32])
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = find_section(ef, ".text", 0, &sh);
+	Elf_Data *d;
+	unsigned int len = 32;
+
+	if (!scn || !(d = elf_rawdata(scn, NULL)) || !d->d_buf)
+		return -1;
+	return EVP_Digest(d->d_buf, d->d_size, out, &len, EVP_sha256(), NULL) ? 0 : -1;
+}
+
+static __u64 sym_in(struct elf_file *ef, Elf64_Word type, const char *name)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = find_section(ef, NULL, type, &sh);
+	Elf_Data *d;
+	size_t i, n;
+
+	if (!scn || !(d = elf_getdata(scn, NULL)) || !sh.sh_entsize)
+		return 0;
+	n = sh.sh_size / sh.sh_entsize;
+	for (i = 0; i < n; i++) {
+		GElf_Sym sym;
+		const char *s;
+
+		if (!gelf_getsym(d, i, &sym) || !sym.st_value)
+			continue;
+		s = elf_strptr(ef->elf, sh.sh_link, sym.st_name);
+		if (s && !strcmp(s, name))
+			return sym.st_value;
+	}
+	return 0;
+}
+
+__u64 elf_file__sym(struct elf_file *ef, const char *name, bool dynamic)
+{
+	return sym_in(ef, dynamic ? SHT_DYNSYM : SHT_SYMTAB, name);
+}
+
+bool elf_file__has_symtab(struct elf_file *ef)
+{
+	GElf_Shdr sh;
+
+	return find_section(ef, NULL, SHT_SYMTAB, &sh) != NULL;
+}
+
+/* Walk the PT_LOAD headers; map between file offsets and vaddrs. */
+static __u64 load_map(struct elf_file *ef, __u64 x, bool from_offset)
+{
+	size_t i, n;
+
+	if (elf_getphdrnum(ef->elf, &n))
+		return ELF_FILE_NOADDR;
+	for (i = 0; i < n; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(ef->elf, i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (from_offset && x >= ph.p_offset && x < ph.p_offset + ph.p_filesz)
+			return x - ph.p_offset + ph.p_vaddr;
+		if (!from_offset && x >= ph.p_vaddr && x < ph.p_vaddr + ph.p_filesz)
+			return x - ph.p_vaddr + ph.p_offset;
+	}
+	return ELF_FILE_NOADDR;
+}
+
+__u64 elf_file__offset_to_vaddr(struct elf_file *ef, __u64 off)
+{
+	return load_map(ef, off, true);
+}
+
+__u64 elf_file__vaddr_to_offset(struct elf_file *ef, __u64 vaddr)
+{
+	return load_map(ef, vaddr, false);
+}

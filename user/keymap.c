@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+/* keymap.c - byte-string keys to integer values. */
+#include <stdlib.h>
+#include <string.h>
+#include "keymap.h"
+
+static uint64_t fnv1a(const void *key, size_t len)
+{
+	const unsigned char *p = key;
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	while (len--)
+		h = (h ^ *p++) * 0x100000001b3ULL;
+	return h;
+}
+
+static struct keymap_slot *find(const struct keymap *m, const void *key, size_t len, uint64_t h)
+{
+	size_t i = h & (m->cap - 1);
+
+	for (;; i = (i + 1) & (m->cap - 1)) {
+		struct keymap_slot *s = &m->slots[i];
+
+		if (!s->key || (s->hash == h && s->len == len && !memcmp(s->key, key, len)))
+			return s;
+	}
+}
+
+long keymap__get(const struct keymap *m, const void *key, size_t len)
+{
+	struct keymap_slot *s;
+
+	if (!m->cap)
+		return -1;
+	s = find(m, key, len, fnv1a(key, len));
+	return s->key ? s->value : -1;
+}
+
+static int grow(struct keymap *m)
+{
+	struct keymap old = *m;
+
+	m->cap = old.cap ? old.cap * 2 : 64;
+	m->slots = calloc(m->cap, sizeof(*m->slots));
+	if (!m->slots) {
+		*m = old;
+		return -1;
+	}
+	for (size_t i = 0; i < old.cap; i++)
+		if (old.slots[i].key)
+			*find(m, old.slots[i].key, old.slots[i].len, old.slots[i].hash) = old.slots[i];
+	free(old.slots);
+	return 0;
+}
+
+int keymap__put(struct keymap *m, const void *key, size_t len, long value)
+{
+	struct keymap_slot *s;
+	uint64_t h = fnv1a(key, len);
+
+	if ((m->used + 1) * 4 >= m->cap * 3 && grow(m))
+		return -1;
+	s = find(m, key, len, h);
+	if (!s->key) {
+		s->key = malloc(len ? len : 1);
+		if (!s->key)
+			return -1;
+		memcpy(s->key, key, len);
+		s->len = len;
+		s->hash = h;
+		m->used++;
+	}
+	s->value = value;
+	return 0;
+}
+
+void keymap__free(struct keymap *m)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		free(m->slots[i].key);
+	free(m->slots);
+	m->slots = NULL;
+	m->cap = m->used = 0;
+}

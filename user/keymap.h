@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/* keymap.h - byte-string keys to integer values (open addressing, FNV-1a). */
+#ifndef NUPP_KEYMAP_H
+#define NUPP_KEYMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct keymap {
+	struct keymap_slot {
+		void *key;	/* owned copy, NULL when free */
+		size_t len;
+		uint64_t hash;
+		long value;
+	} *slots;
+	size_t cap, used;
+};
+
+/* Value stored under key, or -1 when absent. */
+long keymap__get(const struct keymap *m, const void *key, size_t len);
+/* Store value under key (replacing); 0, or -1 when out of memory. */
+int keymap__put(struct keymap *m, const void *key, size_t len, long value);
+void keymap__free(struct keymap *m);
+
+#endif /* NUPP_KEYMAP_H */

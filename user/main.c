@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+/*
+ * nupp-bpf - eBPF profiler for LuaJIT programs.
+ *
+ *	nupp-bpf record -p PID [-F HZ | -i MS] [-d SEC] [-o FILE] ...
+ *	nupp-bpf record [options] -- CMD ARGS...
+ *	nupp-bpf trace  -p PID [--include-benign] [-d SEC] [-o FILE]
+ *	nupp-bpf -p PID			every channel, each to its default file
+ */
+#define _GNU_SOURCE
+#include <argp.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include "session.h"
+
+static const char doc[] =
+"nupp-bpf -- profile LuaJIT programs from outside, with eBPF.\n"
+"\n"
+"Commands:\n"
+"  record   sample Lua stacks and VM states (collapsed stacks)\n"
+"  trace    collect JIT trace aborts and blacklistings (CSV)\n"
+"  (none)   both, each to its default file\n"
+"\v"
+"EXAMPLES:\n"
+"  sudo nupp-bpf -p 1234                  # profile and trace a running process\n"
+"  sudo nupp-bpf record -p 1234 -d 10     # 10 s of samples to nupp-1234.collapsed\n"
+"  sudo nupp-bpf record -F 997 -o - -- luajit app.lua > app.collapsed\n"
+"  sudo nupp-bpf trace -p 1234 -o aborts.csv\n"
+"  flamegraph.pl nupp-1234.collapsed > flame.svg\n";
+
+static const char args_doc[] = "[record|trace] [-- CMD ARGS...]";
+
+enum {
+	OPT_DEPTH = 0x100, OPT_ROOT, OPT_ZONE, OPT_CLOCK, OPT_BENIGN, OPT_THREADS,
+	OPT_MAX_STACKS, OPT_SVG, OPT_NO_SUMMARY, OPT_ZONES,
+};
+
+static const struct argp_option options[] = {
+	{ "pid", 'p', "PID", 0, "Profile this process (repeatable)", 0 },
+	{ "frequency", 'F', "HZ", 0, "Samples per second (default 99)", 1 },
+	{ "interval", 'i', "MS", 0, "Milliseconds between samples (instead of -F)", 1 },
+	{ "clock", OPT_CLOCK, "cpu|tick", 0, "Sampling clock: cpu-clock events at -F (default), "
+	  "or the scheduler tick at CONFIG_HZ with no added interrupts", 1 },
+	{ "depth", OPT_DEPTH, "N", 0, "Frames per stack (default 16, at most 128)", 1 },
+	{ "root", OPT_ROOT, "MODULE", 0, "Cut stacks back to their outermost frame from MODULE", 1 },
+	{ "zone", OPT_ZONE, "PREFIX", 0, "Keep only samples and aborts under this zone path", 1 },
+	{ "threads", OPT_THREADS, NULL, 0, "Start each stack with a [pid/tid vm ADDR] frame", 1 },
+	{ "zones", OPT_ZONES, NULL, 0, "Start each stack with a [zone PATH] frame", 1 },
+	{ "max-stacks", OPT_MAX_STACKS, "N", 0, "Distinct stacks kept in the kernel (default 65536)", 1 },
+	{ "include-benign", OPT_BENIGN, NULL, 0, "trace: also count aborts that are normal trace formation", 2 },
+	{ "duration", 'd', "SEC", 0, "Stop after SEC seconds (default: until Ctrl-C or exit)", 3 },
+	{ "output", 'o', "FILE", 0, "Output file, - for stdout (default nupp-PID.collapsed / "
+	  "nupp-PID-aborts.csv)", 3 },
+	{ "svg", OPT_SVG, "FILE", 0, "Also write a flame graph (default job: nupp-PID.svg)", 3 },
+	{ "no-summary", OPT_NO_SUMMARY, NULL, 0, "No summary on stderr at the end", 3 },
+	{ "verbose", 'v', NULL, 0, "libbpf debug output", 3 },
+	{},
+};
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("nupp-bpf: error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs(" (see nupp-bpf --help)\n", stderr);
+	exit(2);
+}
+
+/* A whole number in [lo, hi], or a usage error naming the option. */
+static long parse_num(const char *opt, const char *s, long lo, long hi)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		usage_error("%s wants a whole number from %ld to %ld, not '%s'", opt, lo, hi, s);
+	return v;
+}
+
+static error_t parse_opt(int key, char *arg, struct argp_state *state)
+{
+	struct session_opts *o = state->input;
+
+	switch (key) {
+	case 'p':
+		if (o->npids == SESSION_MAX_PIDS)
+			usage_error("at most %d -p options", SESSION_MAX_PIDS);
+		o->pids[o->npids++] = parse_num("-p", arg, 1, INT_MAX);
+		break;
+	case 'F':
+		o->sampler.freq_hz = parse_num("-F", arg, 1, 100000);
+		o->sampler.period_us = 0;
+		break;
+	case 'i':
+		o->sampler.period_us = parse_num("-i", arg, 1, 60000) * 1000;
+		o->sampler.freq_hz = 0;
+		break;
+	case OPT_CLOCK:
+		if (!strcmp(arg, "cpu"))
+			o->sampler.clock = SAMPLER_CLOCK_CPU;
+		else if (!strcmp(arg, "tick"))
+			o->sampler.clock = SAMPLER_CLOCK_TICK;
+		else
+			usage_error("--clock is cpu or tick, not '%s'", arg);
+		break;
+	case OPT_DEPTH:
+		o->sampler.depth = parse_num("--depth", arg, 1, NUPP_MAX_DEPTH);
+		break;
+	case OPT_ROOT:
+		o->render.root = arg;
+		break;
+	case OPT_ZONE:
+		o->render.zone = arg;
+		break;
+	case OPT_THREADS:
+		o->render.threads = true;
+		break;
+	case OPT_ZONES:
+		o->render.zones = true;
+		break;
+	case OPT_MAX_STACKS:
+		o->sampler.max_stacks = parse_num("--max-stacks", arg, 16, 1 << 22);
+		break;
+	case OPT_BENIGN:
+		o->include_benign = true;
+		break;
+	case 'd':
+		o->duration = parse_num("-d", arg, 1, 100L * 365 * 86400);
+		break;
+	case 'o':
+		o->output = arg;
+		break;
+	case OPT_SVG:
+		o->svg = arg;
+		break;
+	case OPT_NO_SUMMARY:
+		o->summary = false;
+		break;
+	case 'v':
+		o->sampler.verbose = true;
+		break;
+	case ARGP_KEY_ARG:
+		if (!o->command_given && !o->argv &&
+		    (!o->dashdash || state->next - 1 < o->dashdash)) {
+			if (!strcmp(arg, "record"))
+				o->channels = SESSION_SAMPLE;
+			else if (!strcmp(arg, "trace"))
+				o->channels = SESSION_TRACE;
+			else
+				usage_error("unknown command '%s' (record or trace; a program to "
+					    "launch goes after --)", arg);
+			o->command_given = true;
+			break;
+		}
+		/* The first word after "--" starts the command to launch. */
+		o->argv = &state->argv[state->next - 1];
+		state->next = state->argc;
+		break;
+	case ARGP_KEY_END:
+		if (!o->npids && !o->argv)
+			usage_error("nothing to profile: give -p PID or -- CMD ARGS");
+		if (o->npids && o->argv)
+			usage_error("-p and a command to launch exclude each other");
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct session_opts o = {
+		.channels = SESSION_SAMPLE | SESSION_TRACE,
+		.sampler = {
+			.clock = SAMPLER_CLOCK_CPU,
+			.freq_hz = 99,
+			.depth = 16,
+			.max_stacks = 65536,
+		},
+		.summary = true,
+	};
+	const struct argp argp = { options, parse_opt, args_doc, doc, NULL, NULL, NULL };
+
+	for (int i = 1; i < argc && !o.dashdash; i++)
+		if (!strcmp(argv[i], "--"))
+			o.dashdash = i;
+	argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &o);
+	return session__run(&o);
+}

@@ -1,0 +1,325 @@
+// SPDX-License-Identifier: MIT
+/* sampler.c - the sampling channel's userspace side. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "keymap.h"
+#include "procmem.h"
+#include "sampling.h"
+#include "sampler.skel.h"
+#include "../bpf/sampler.h"
+#include "symbolize.h"
+
+#define MAX_TARGETS 64
+
+struct target {
+	const struct lj_target *t;
+	pid_t pid;			/* storage the memory reader points at */
+	struct symbolizer *sym;
+};
+
+struct sampler {
+	struct sampler_bpf *skel;
+	struct bpf_link **links;
+	int nlinks;
+	size_t key_size;
+	struct target targets[MAX_TARGETS];
+	int ntargets;
+	struct keymap seen;		/* kernel key -> row index in rows, -2 unsymbolized */
+	struct profile rows;		/* rows with counts still 0 until collect */
+	__u64 unsymbolized_keys;
+};
+
+static const char *const err_names[NUPP_ERR_MAX] = {
+	[NUPP_ERR_NO_VM] = "no VM on thread",
+	[NUPP_ERR_NO_THREAD] = "bad current thread",
+	[NUPP_ERR_BAD_BASE] = "bad frame base",
+	[NUPP_ERR_READ] = "read fault",
+	[NUPP_ERR_NO_FRAME] = "no frame",
+	[NUPP_ERR_MAP_FULL] = "stack map full",
+};
+
+const char *sampler__err_name(int err)
+{
+	return err >= 0 && err < NUPP_ERR_MAX ? err_names[err] : "?";
+}
+
+static bool verbose_libbpf;
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	return verbose_libbpf || level == LIBBPF_WARN ? vfprintf(stderr, fmt, ap) : 0;
+}
+
+static int attach_cpu_clock(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.size = sizeof(attr),
+		.freq = o->freq_hz != 0,
+	};
+
+	if (o->freq_hz)
+		attr.sample_freq = o->freq_hz;
+	else
+		attr.sample_period = (__u64)o->period_us * 1000;	/* cpu-clock counts ns */
+	s->links = calloc(ncpu, sizeof(*s->links));
+	if (!s->links)
+		return -ENOMEM;
+	for (int cpu = 0; cpu < ncpu; cpu++) {
+		int fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == ENODEV)	/* CPU offline */
+				continue;
+			snprintf(err, errsz, "failed to open cpu-clock event on CPU %d: %s", cpu,
+				 strerror(errno));
+			return -1;
+		}
+		s->links[s->nlinks] = bpf_program__attach_perf_event(s->skel->progs.on_cpu_clock, fd);
+		if (!s->links[s->nlinks]) {
+			snprintf(err, errsz, "failed to attach sampler on CPU %d: %s", cpu, strerror(errno));
+			close(fd);
+			return -1;
+		}
+		s->nlinks++;
+	}
+	return 0;
+}
+
+struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t errsz)
+{
+	struct sampler *s = calloc(1, sizeof(*s));
+	int ret;
+
+	if (!s) {
+		snprintf(err, errsz, "out of memory");
+		return NULL;
+	}
+	verbose_libbpf = o->verbose;
+	libbpf_set_print(libbpf_print);
+	s->skel = sampler_bpf__open();
+	if (!s->skel) {
+		snprintf(err, errsz, "failed to open the sampler BPF object: %s", strerror(errno));
+		goto fail;
+	}
+	s->skel->rodata->max_depth = o->depth;
+	/* Keys hold exactly --depth frames: less to hash per sample. */
+	s->key_size = offsetof(struct nupp_stack_key, frames) + o->depth * sizeof(struct nupp_frame);
+	bpf_map__set_key_size(s->skel->maps.counts, s->key_size);
+	bpf_map__set_max_entries(s->skel->maps.counts, o->max_stacks);
+	bpf_program__set_autoload(o->clock == SAMPLER_CLOCK_TICK ? s->skel->progs.on_cpu_clock
+								  : s->skel->progs.on_tick, false);
+	ret = sampler_bpf__load(s->skel);
+	if (ret) {
+		snprintf(err, errsz, "failed to load the sampler BPF program: %s", strerror(-ret));
+		goto fail;
+	}
+	if (o->clock == SAMPLER_CLOCK_TICK) {
+		s->links = calloc(1, sizeof(*s->links));
+		s->links[0] = s->links ? bpf_program__attach(s->skel->progs.on_tick) : NULL;
+		if (!s->links[0]) {
+			snprintf(err, errsz, "failed to attach to the scheduler tick: %s", strerror(errno));
+			goto fail;
+		}
+		s->nlinks = 1;
+	} else if (attach_cpu_clock(s, o, err, errsz)) {
+		goto fail;
+	}
+	return s;
+fail:
+	sampler__close(s);
+	return NULL;
+}
+
+void sampler__close(struct sampler *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < s->nlinks; i++)
+		bpf_link__destroy(s->links[i]);
+	free(s->links);
+	sampler_bpf__destroy(s->skel);
+	for (int i = 0; i < s->ntargets; i++)
+		symbolizer__free(s->targets[i].sym);
+	keymap__free(&s->seen);
+	profile__free(&s->rows);
+	free(s);
+}
+
+int sampler__add_target(struct sampler *s, const struct lj_target *t, __u64 zone_cur,
+			char *err, size_t errsz)
+{
+	struct target *tg;
+	struct nupp_proc proc = {
+		.lj = t->layout,
+		.vm_lo = t->vm_lo,
+		.vm_hi = t->vm_hi,
+		.g = t->ngs == 1 ? t->gs[0] : 0,
+		.zone_cur = zone_cur,
+	};
+	__u32 pid = t->pid;
+
+	if (s->ntargets == MAX_TARGETS) {
+		snprintf(err, errsz, "too many target processes (at most %d)", MAX_TARGETS);
+		return -1;
+	}
+	tg = &s->targets[s->ntargets];
+	tg->t = t;
+	tg->pid = t->pid;
+	tg->sym = symbolizer__new(lj_target__build(t), procmem__reader(&tg->pid));
+	if (!tg->sym) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	if (bpf_map__update_elem(s->skel->maps.procs, &pid, sizeof(pid), &proc, sizeof(proc), BPF_ANY)) {
+		snprintf(err, errsz, "failed to configure PID %d: %s", t->pid, strerror(errno));
+		symbolizer__free(tg->sym);
+		return -1;
+	}
+	s->ntargets++;
+	return 0;
+}
+
+void sampler__pause(struct sampler *s, bool paused)
+{
+	s->skel->bss->paused = paused;
+}
+
+static struct target *target_of(struct sampler *s, __u32 pid)
+{
+	for (int i = 0; i < s->ntargets; i++)
+		if (s->targets[i].pid == (pid_t)pid)
+			return &s->targets[i];
+	return NULL;
+}
+
+/* Render one kernel key into a row, once. A stack none of whose frames could
+ * be read (the target is gone) is counted as unsymbolized instead. */
+static int symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
+{
+	struct target *tg = target_of(s, k->pid);
+	struct strbuf stack = {};
+	long row = -2;
+	int unknown;
+
+	if (tg) {
+		unknown = symbolizer__stack(tg->sym, k->frames, k->depth, &stack);
+		if (unknown == -ENOMEM)
+			return -1;
+		if (unknown < k->depth)
+			row = profile__add(&s->rows, k->pid, k->tid, k->g, "", stack.buf ? stack.buf : "");
+		if (row == -1)
+			return -1;
+	}
+	strbuf__free(&stack);
+	if (row == -2)
+		s->unsymbolized_keys++;
+	return keymap__put(&s->seen, k, s->key_size, row);
+}
+
+int sampler__poll(struct sampler *s)
+{
+	int fd = bpf_map__fd(s->skel->maps.counts);
+	struct nupp_stack_key *key = calloc(1, sizeof(*key)), *next = calloc(1, sizeof(*next));
+	void *prev = NULL;
+	int ret = 0;
+
+	if (!key || !next) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	while (!bpf_map_get_next_key(fd, prev, next)) {
+		if (keymap__get(&s->seen, next, s->key_size) == -1 && symbolize_key(s, next)) {
+			ret = -ENOMEM;
+			break;
+		}
+		memcpy(key, next, s->key_size);
+		prev = key;
+	}
+out:
+	free(key);
+	free(next);
+	return ret;
+}
+
+/* Sum a per-CPU counter. */
+static __u64 counter(struct sampler *s, __u32 idx)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	__u64 vals[ncpu], sum = 0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.counters), &idx, vals))
+		return 0;
+	for (int i = 0; i < ncpu; i++)
+		sum += vals[i];
+	return sum;
+}
+
+void sampler__progress(struct sampler *s, __u64 *samples, __u64 *stacks)
+{
+	*samples = counter(s, NUPP_CNT_SAMPLES);
+	*stacks = s->seen.used;
+}
+
+int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats *st)
+{
+	int fd = bpf_map__fd(s->skel->maps.counts);
+	struct nupp_stack_key *key = calloc(1, sizeof(*key)), *next = calloc(1, sizeof(*next));
+	struct nupp_stack_counts c;
+	void *prev = NULL;
+	int ret;
+
+	memset(st, 0, sizeof(*st));
+	ret = sampler__poll(s);
+	if (ret || !key || !next)
+		goto out;
+	while (!bpf_map_get_next_key(fd, prev, next)) {
+		long row = keymap__get(&s->seen, next, s->key_size);
+
+		if (!bpf_map_lookup_elem(fd, next, &c)) {
+			__u64 n = 0;
+
+			for (int i = 0; i < NUPP_ST_MAX; i++)
+				n += c.state[i];
+			if (next->truncated)
+				st->truncated += n;
+			if (row < 0) {
+				st->unsymbolized += n;
+			} else {
+				for (int i = 0; i < NUPP_ST_MAX; i++)
+					s->rows.rows[row].state[i] = c.state[i];
+			}
+		}
+		memcpy(key, next, s->key_size);
+		prev = key;
+	}
+	for (size_t i = 0; i < s->rows.nrows; i++) {
+		const struct profile_row *r = &s->rows.rows[i];
+		long at = profile__add(p, r->pid, r->tid, r->g, r->zone, r->stack);
+
+		if (at < 0) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		memcpy(p->rows[at].state, r->state, sizeof(r->state));
+	}
+	st->samples = counter(s, NUPP_CNT_SAMPLES);
+	st->paused = counter(s, NUPP_CNT_PAUSED);
+	for (int i = 0; i < NUPP_ERR_MAX; i++)
+		st->unresolved[i] = counter(s, NUPP_CNT_ERR + i);
+out:
+	free(key);
+	free(next);
+	return ret;
+}

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sampling.h - the sampling channel: load and attach sampler.bpf.c, hand it
+ * the targets' layouts, and turn its counts into a profile.
+ *
+ *	s = sampler__open(&opts, err, sizeof(err));
+ *	sampler__add_target(s, &target, err, sizeof(err));
+ *	while (running) { sleep; sampler__poll(s); }	// symbolize new stacks
+ *	sampler__collect(s, &profile);			// final counts
+ */
+#ifndef NUPP_SAMPLING_H
+#define NUPP_SAMPLING_H
+
+#include <stdbool.h>
+#include "lj_target.h"
+#include "profile.h"
+
+enum sampler_clock {
+	SAMPLER_CLOCK_CPU,	/* a cpu-clock perf_event per CPU at the asked rate */
+	SAMPLER_CLOCK_TICK,	/* the scheduler tick (CONFIG_HZ), no extra interrupt */
+};
+
+struct sampler_opts {
+	enum sampler_clock clock;
+	unsigned freq_hz;	/* samples per second, or 0 to use period_us */
+	unsigned period_us;	/* microseconds between samples */
+	unsigned depth;		/* frames per stack, 1..NUPP_MAX_DEPTH */
+	unsigned max_stacks;	/* distinct stacks the kernel map holds */
+	bool verbose;		/* libbpf debug output */
+};
+
+/* Userspace reasons a sample did not make it into the profile. */
+struct sampler_stats {
+	__u64 samples;			/* timer hits in target processes */
+	__u64 paused;			/* of which while paused */
+	__u64 unresolved[NUPP_ERR_MAX];	/* by enum nupp_err, counted in the kernel */
+	__u64 unsymbolized;		/* stacks whose target memory was gone */
+	__u64 truncated;		/* samples whose stack was cut at the depth */
+};
+
+struct sampler;
+
+struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t errsz);
+void sampler__close(struct sampler *s);
+
+/* Start sampling the process of t (t must outlive the sampler). zone_cur
+ * is the address of the target's current-zone word, 0 for none. */
+int sampler__add_target(struct sampler *s, const struct lj_target *t, __u64 zone_cur,
+			char *err, size_t errsz);
+
+/* Suspend or resume recording; the timer keeps firing. */
+void sampler__pause(struct sampler *s, bool paused);
+
+/* Symbolize the stacks seen since the last poll, while their memory exists. */
+int sampler__poll(struct sampler *s);
+
+/* Distinct stacks seen so far (kernel side) and their total samples. */
+void sampler__progress(struct sampler *s, __u64 *samples, __u64 *stacks);
+
+/* Poll once more and add every stack with its final counts to p. */
+int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats *st);
+
+/* Names of enum nupp_err values, for summaries. */
+const char *sampler__err_name(int err);
+
+#endif /* NUPP_SAMPLING_H */

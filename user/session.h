@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/* session.h - one run of nupp-bpf: targets, channels, outputs, summary. */
+#ifndef NUPP_SESSION_H
+#define NUPP_SESSION_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include "profile.h"
+#include "sampling.h"
+
+#define SESSION_MAX_PIDS 64
+
+enum session_channel {
+	SESSION_SAMPLE = 1,	/* the sampler */
+	SESSION_TRACE = 2,	/* the trace-abort collector */
+};
+
+struct session_opts {
+	int channels;			/* enum session_channel bits */
+	bool command_given;		/* record or trace was named */
+	pid_t pids[SESSION_MAX_PIDS];	/* -p */
+	int npids;
+	char **argv;			/* command to launch, NULL-terminated */
+	int dashdash;			/* argv index of "--", 0 when absent */
+	struct sampler_opts sampler;
+	struct render_opts render;
+	bool include_benign;
+	long duration;			/* seconds, 0 = until interrupted or exited */
+	const char *output;		/* -o, NULL for the default name */
+	const char *svg;		/* --svg, NULL for none (default job: a default name) */
+	bool summary;			/* summary on stderr at the end */
+};
+
+/* Run a session; returns the process exit status. */
+int session__run(const struct session_opts *o);
+
+#endif /* NUPP_SESSION_H */

@@ -1,0 +1,907 @@
+// SPDX-License-Identifier: MIT
+/*
+ * symbolize.c - Lua stacks and source locations of a LuaJIT process, as text.
+ *
+ * Ports the naming rules of lj_debug.c (LuaJIT 2.1, GC64) to memory read from
+ * another process through struct lj_layout. See symbolize.h for the format.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "symbolize.h"
+
+/* GC header byte gct (~itype) of the objects read here; fixed in LuaJIT 2.1. */
+#define GCT_STR		4
+#define GCT_PROTO	7
+#define GCT_FUNC	8
+
+#define FF_LUA		0	/* GCfunc ffid: Lua function */
+#define FF_C		1	/* GCfunc ffid: C function; > FF_C: builtin */
+#define BUILTIN_LINE	(~(__u32)0)	/* firstline of a bytecode builtin */
+#define VARNAME_MAX	7	/* VARNAME__MAX (lj_debug.h): special names below */
+#define STR_MAX		65536	/* longest name or chunkname read */
+#define STREAM_MAX	(1u << 20)	/* most varinfo/uvinfo bytes scanned */
+#define CACHE_MAX	(1u << 20)	/* entries before the caches are flushed */
+#define PAGE		4096u
+
+/* The names of VARNAMEDEF, by VARNAME_x - 1 (lj_debug.h). */
+static const char *const varname_special[VARNAME_MAX - 1] = {
+	"(for index)", "(for limit)", "(for step)",
+	"(for generator)", "(for state)", "(for control)",
+};
+
+/* ---------------------------------------------------------------------------
+ * strbuf and escaping
+ */
+
+/* Room for n more bytes and the NUL; 0 or -ENOMEM. */
+static int strbuf_reserve(struct strbuf *sb, size_t n)
+{
+	if (sb->len + n + 1 > sb->cap) {
+		size_t cap = sb->cap ? sb->cap : 64;
+		char *nb;
+
+		while (cap < sb->len + n + 1)
+			cap *= 2;
+		nb = realloc(sb->buf, cap);
+		if (!nb)
+			return -ENOMEM;
+		sb->buf = nb;
+		sb->cap = cap;
+	}
+	return 0;
+}
+
+int strbuf__put(struct strbuf *sb, const void *p, size_t n)
+{
+	if (strbuf_reserve(sb, n))
+		return -ENOMEM;
+	memcpy(sb->buf + sb->len, p, n);
+	sb->len += n;
+	sb->buf[sb->len] = '\0';
+	return 0;
+}
+
+int strbuf__puts(struct strbuf *sb, const char *s)
+{
+	return strbuf__put(sb, s, strlen(s));
+}
+
+void strbuf__reset(struct strbuf *sb)
+{
+	sb->len = 0;
+	if (sb->buf)
+		sb->buf[0] = '\0';
+}
+
+void strbuf__free(struct strbuf *sb)
+{
+	free(sb->buf);
+	*sb = (struct strbuf){ 0 };
+}
+
+static int must_escape(unsigned char c)
+{
+	return c < 0x20 || c == 0x7f || c == ';' || c == '\\';
+}
+
+int sym_escape(struct strbuf *sb, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i, run = 0;
+
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char esc[4] = { '\\', 'x', hex[c >> 4], hex[c & 15] };
+
+		if (!must_escape(c))
+			continue;
+		/* Copy the clean run before c in one go. */
+		if (strbuf__put(sb, s + run, i - run) || strbuf__put(sb, esc, 4))
+			return -ENOMEM;
+		run = i + 1;
+	}
+	return strbuf__put(sb, s + run, n - run);
+}
+
+/* lj_strfmt_wptr: "0x" and 8 hex digits, 2 more per used byte above 32 bits. */
+static int put_ptr(struct strbuf *sb, __u64 x)
+{
+	static const char hex[] = "0123456789abcdef";
+	char p[2 + 16];
+	int n = 2 + 8, i;
+
+	if (x == 0)
+		return strbuf__puts(sb, "NULL");
+	if (x >> 32)
+		n += 2 + 2 * ((31 - __builtin_clz((__u32)(x >> 32))) >> 3);
+	p[0] = '0';
+	p[1] = 'x';
+	for (i = n - 1; i >= 2; i--, x >>= 4)
+		p[i] = hex[x & 15];
+	return strbuf__put(sb, p, n);
+}
+
+static int put_int(struct strbuf *sb, long v)
+{
+	char tmp[24];
+
+	return strbuf__put(sb, tmp, snprintf(tmp, sizeof(tmp), "%ld", v));
+}
+
+/* ---------------------------------------------------------------------------
+ * Caches: open addressing on a key of two u64, values owned by the caller.
+ */
+
+struct map_slot {
+	__u64 k1, k2;
+	void *v;	/* NULL: free slot */
+};
+
+struct map {
+	struct map_slot *slots;
+	size_t cap;	/* a power of two, or 0 */
+	size_t n;
+};
+
+static size_t map_hash(__u64 k1, __u64 k2)
+{
+	__u64 h = k1 * 0x9e3779b97f4a7c15ULL ^ (k2 + 0x632be59bd9b4e019ULL);
+
+	h ^= h >> 31;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	return (size_t)(h ^ (h >> 29));
+}
+
+static struct map_slot *map_slot(const struct map *m, __u64 k1, __u64 k2)
+{
+	size_t i = map_hash(k1, k2) & (m->cap - 1);
+
+	while (m->slots[i].v && (m->slots[i].k1 != k1 || m->slots[i].k2 != k2))
+		i = (i + 1) & (m->cap - 1);
+	return &m->slots[i];
+}
+
+static void *map_get(const struct map *m, __u64 k1, __u64 k2)
+{
+	return m->cap ? map_slot(m, k1, k2)->v : NULL;
+}
+
+static int map_grow(struct map *m)
+{
+	struct map old = *m;
+	size_t i;
+
+	m->cap = old.cap ? old.cap * 2 : 64;
+	m->slots = calloc(m->cap, sizeof(*m->slots));
+	if (!m->slots) {
+		*m = old;
+		return -ENOMEM;
+	}
+	for (i = 0; i < old.cap; i++)
+		if (old.slots[i].v)
+			*map_slot(m, old.slots[i].k1, old.slots[i].k2) = old.slots[i];
+	free(old.slots);
+	return 0;
+}
+
+/* Insert a new key (absent from m); 0 or -ENOMEM. */
+static int map_put(struct map *m, __u64 k1, __u64 k2, void *v)
+{
+	struct map_slot *sl;
+
+	if ((m->n + 1) * 2 > m->cap && map_grow(m))
+		return -ENOMEM;
+	sl = map_slot(m, k1, k2);
+	*sl = (struct map_slot){ k1, k2, v };
+	m->n++;
+	return 0;
+}
+
+/* Free every value with release, then empty the map. */
+static void map_clear(struct map *m, void (*release)(void *))
+{
+	size_t i;
+
+	for (i = 0; i < m->cap; i++)
+		if (m->slots[i].v)
+			release(m->slots[i].v);
+	free(m->slots);
+	*m = (struct map){ 0 };
+}
+
+/* ---------------------------------------------------------------------------
+ * The symbolizer
+ */
+
+/* What a frame needs of a GCfunc. */
+struct lj_fn {
+	__u8 ffid;	/* FF_LUA, FF_C or a builtin's number */
+	__u64 pt;	/* GCproto * of a Lua function */
+	__u64 f;	/* lua_CFunction of a C function or builtin */
+};
+
+/* A GCproto header as read; all fields together also validate a cache entry. */
+struct lj_proto {
+	__u64 addr;		/* GCproto * */
+	__u64 bc;		/* proto_bc(): the bytecode */
+	__u64 k;		/* GC constants, at negative indexes */
+	__u64 chunkname;	/* GCstr * */
+	__u64 lineinfo, uvinfo, varinfo;	/* 0 when stripped */
+	__u32 sizebc;
+	__u32 firstline;	/* BUILTIN_LINE for a bytecode builtin */
+	__u32 numline;
+	__u8 sizeuv;
+};
+
+/* Per proto: its module, and a generation that ties call sites to it. */
+struct proto_ent {
+	struct lj_proto pt;
+	__u64 gen;
+	int builtin;	/* firstline == BUILTIN_LINE */
+	char *module;	/* escaped; "[builtin:x]" for a builtin */
+};
+
+/* Per (proto, bytecode position): the name lj_debug_funcname gives there. */
+struct site_ent {
+	__u64 gen;	/* of the proto_ent it was derived from */
+	char *name;	/* escaped, NULL when the call site gives no name */
+};
+
+struct symbolizer {
+	const struct lj_build *b;
+	const struct lj_layout *lj;
+	struct mem_reader mem;
+	int op_mov, op_gget, op_tgets, op_uget, op_knil, op_iterc;	/* -1 absent */
+	struct map protos;	/* (pt, 0) -> struct proto_ent */
+	struct map sites;	/* (pt, pos) -> struct site_ent */
+	__u64 gen;
+	__u64 unknown;
+};
+
+static int bc_find(const struct lj_build *b, const char *name)
+{
+	int i;
+
+	for (i = 0; b->bcnames && i < b->nbcnames; i++)
+		if (!strcmp(b->bcnames[i], name))
+			return i;
+	return -1;
+}
+
+struct symbolizer *symbolizer__new(const struct lj_build *b, struct mem_reader mem)
+{
+	struct symbolizer *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->b = b;
+	s->lj = &b->layout;
+	s->mem = mem;
+	s->op_mov = bc_find(b, "MOV");
+	s->op_gget = bc_find(b, "GGET");
+	s->op_tgets = bc_find(b, "TGETS");
+	s->op_uget = bc_find(b, "UGET");
+	s->op_knil = bc_find(b, "KNIL");
+	s->op_iterc = bc_find(b, "ITERC");
+	return s;
+}
+
+static void proto_ent_free(void *v)
+{
+	struct proto_ent *pe = v;
+
+	free(pe->module);
+	free(pe);
+}
+
+static void site_ent_free(void *v)
+{
+	struct site_ent *se = v;
+
+	free(se->name);
+	free(se);
+}
+
+void symbolizer__flush(struct symbolizer *s)
+{
+	map_clear(&s->protos, proto_ent_free);
+	map_clear(&s->sites, site_ent_free);
+}
+
+void symbolizer__free(struct symbolizer *s)
+{
+	if (!s)
+		return;
+	symbolizer__flush(s);
+	free(s);
+}
+
+/* Bound the caches. Only called on entry: flushing frees entries that the
+ * functions below hold pointers to. */
+static void cache_bound(struct symbolizer *s)
+{
+	if (s->protos.n + s->sites.n >= CACHE_MAX)
+		symbolizer__flush(s);
+}
+
+__u64 symbolizer__unknown(const struct symbolizer *s)
+{
+	return s->unknown;
+}
+
+/* ---------------------------------------------------------------------------
+ * Reading target memory
+ */
+
+static int rd(struct symbolizer *s, void *dst, size_t n, __u64 addr)
+{
+	if (!addr)
+		return -EFAULT;
+	return mem_read(&s->mem, dst, n, addr);
+}
+
+static __u64 get_u64(const unsigned char *p, __u32 off)
+{
+	__u64 v;
+
+	memcpy(&v, p + off, 8);
+	return v;
+}
+
+static __u32 get_u32(const unsigned char *p, __u32 off)
+{
+	__u32 v;
+
+	memcpy(&v, p + off, 4);
+	return v;
+}
+
+/* The bytes of GCstr str, cut at the first NUL as C string users of
+ * strdata() see them; first at most max bytes. 0 or -errno. */
+static int str_read(struct symbolizer *s, __u64 str, __u32 max, struct strbuf *out)
+{
+	const struct lj_layout *lj = s->lj;
+	unsigned char hdr[64];
+	__u32 len;
+	int err;
+
+	if (lj->str_size > sizeof(hdr) || rd(s, hdr, lj->str_size, str))
+		return -EFAULT;
+	if (hdr[lj->gc_gct] != GCT_STR)
+		return -EINVAL;
+	len = get_u32(hdr, lj->str_len);
+	if (len > max)
+		len = max;
+	strbuf__reset(out);
+	if ((err = strbuf_reserve(out, len)))
+		return err;
+	if (len && rd(s, out->buf, len, str + lj->str_size))
+		return -EFAULT;
+	out->len = strnlen(out->buf, len);
+	out->buf[out->len] = '\0';
+	return 0;
+}
+
+/* A forward reader over target bytes of unknown length (varinfo, uvinfo).
+ * Reads stop at page ends so the end of a mapping is not read past. */
+struct cursor {
+	struct symbolizer *s;
+	__u64 addr;		/* target address of buf[len] */
+	__u32 pos, len;
+	__u32 budget;		/* bytes still allowed: garbage must not loop */
+	unsigned char buf[256];
+};
+
+static void cursor_init(struct cursor *c, struct symbolizer *s, __u64 addr)
+{
+	c->s = s;
+	c->addr = addr;
+	c->pos = c->len = 0;
+	c->budget = STREAM_MAX;
+}
+
+/* Next byte, or -1 when it cannot be read. */
+static int cursor_byte(struct cursor *c)
+{
+	if (c->pos == c->len) {
+		__u32 n = PAGE - (__u32)(c->addr & (PAGE - 1));
+
+		if (n > sizeof(c->buf))
+			n = sizeof(c->buf);
+		if (n > c->budget || rd(c->s, c->buf, n, c->addr))
+			return -1;
+		c->budget -= n;
+		c->addr += n;
+		c->pos = 0;
+		c->len = n;
+	}
+	return c->buf[c->pos++];
+}
+
+/* lj_buf_ruleb128; 0 or -1. */
+static int cursor_uleb(struct cursor *c, __u32 *v)
+{
+	int b, sh = 0;
+
+	*v = 0;
+	do {
+		if ((b = cursor_byte(c)) < 0)
+			return -1;
+		if (sh < 32)
+			*v |= (__u32)(b & 0x7f) << sh;
+		sh += 7;
+	} while (b >= 0x80);
+	return 0;
+}
+
+/* Append a NUL-terminated string at the cursor to out (NULL: skip it). */
+static int cursor_str(struct cursor *c, struct strbuf *out)
+{
+	int b;
+
+	while ((b = cursor_byte(c)) > 0) {
+		char ch = (char)b;
+
+		if (out && strbuf__put(out, &ch, 1))
+			return -ENOMEM;
+	}
+	return b < 0 ? -EFAULT : 0;
+}
+
+static int fn_read(struct symbolizer *s, __u64 addr, struct lj_fn *fn)
+{
+	const struct lj_layout *lj = s->lj;
+	unsigned char buf[128];
+	__u32 n = lj->fn_pc > lj->fn_f ? lj->fn_pc : lj->fn_f;
+
+	if (n + 8 > sizeof(buf) || lj->fn_ffid >= n || rd(s, buf, n + 8, addr))
+		return -EFAULT;
+	if (buf[lj->gc_gct] != GCT_FUNC)
+		return -EINVAL;
+	fn->ffid = buf[lj->fn_ffid];
+	fn->pt = fn->ffid == FF_LUA ? get_u64(buf, lj->fn_pc) - lj->pt_size : 0;
+	fn->f = get_u64(buf, lj->fn_f);
+	return 0;
+}
+
+static int proto_read(struct symbolizer *s, __u64 addr, struct lj_proto *pt)
+{
+	const struct lj_layout *lj = s->lj;
+	unsigned char buf[256];
+
+	if (lj->pt_size > sizeof(buf) || rd(s, buf, lj->pt_size, addr))
+		return -EFAULT;
+	if (buf[lj->gc_gct] != GCT_PROTO)
+		return -EINVAL;
+	*pt = (struct lj_proto){
+		.addr = addr,
+		.bc = addr + lj->pt_size,
+		.k = get_u64(buf, lj->pt_k),
+		.chunkname = get_u64(buf, lj->pt_chunkname),
+		.lineinfo = get_u64(buf, lj->pt_lineinfo),
+		.uvinfo = get_u64(buf, lj->pt_uvinfo),
+		.varinfo = get_u64(buf, lj->pt_varinfo),
+		.sizebc = get_u32(buf, lj->pt_sizebc),
+		.firstline = get_u32(buf, lj->pt_firstline),
+		.numline = get_u32(buf, lj->pt_numline),
+		.sizeuv = buf[lj->pt_sizeuv],
+	};
+	return 0;
+}
+
+/* Bytecode instruction at position pos of pt. */
+static int bc_read(struct symbolizer *s, const struct lj_proto *pt, __u32 pos, __u32 *ins)
+{
+	if (pos >= pt->sizebc)
+		return -EINVAL;
+	return rd(s, ins, 4, pt->bc + 4 * (__u64)pos);
+}
+
+/* ---------------------------------------------------------------------------
+ * Modules (debug_putchunkname, pathstrip on)
+ */
+
+/* The module part of a chunkname: the name without '@'/'=' and path, or
+ * "[string]"; "[builtin:name]" for a bytecode builtin. */
+static int module_put(struct strbuf *out, const char *name, size_t len, int builtin)
+{
+	size_t i;
+
+	if (builtin) {
+		if (strbuf__puts(out, "[builtin:") || sym_escape(out, name, len))
+			return -ENOMEM;
+		return strbuf__puts(out, "]");
+	}
+	if (len == 0 || (name[0] != '=' && name[0] != '@'))
+		return strbuf__puts(out, "[string]");
+	name++, len--;
+	for (i = len; i > 0; i--)
+		if (name[i - 1] == '/' || name[i - 1] == '\\')
+			break;
+	return sym_escape(out, name + i, len - i);
+}
+
+static int module_make(struct symbolizer *s, struct proto_ent *pe)
+{
+	struct strbuf raw = { 0 }, mod = { 0 };
+	int err = str_read(s, pe->pt.chunkname, STR_MAX, &raw);
+
+	if (!err)
+		err = module_put(&mod, raw.buf, raw.len, pe->builtin);
+	strbuf__free(&raw);
+	if (err) {
+		strbuf__free(&mod);
+		return err;
+	}
+	free(pe->module);
+	pe->module = mod.buf;
+	return 0;
+}
+
+/* The cache entry for proto addr, re-validated against its header now.
+ * NULL with *err set when it cannot be read. */
+static struct proto_ent *proto_get(struct symbolizer *s, __u64 addr, int *err)
+{
+	struct proto_ent *pe = map_get(&s->protos, addr, 0);
+	struct lj_proto pt;
+
+	if ((*err = proto_read(s, addr, &pt)))
+		return NULL;
+	if (pe && !memcmp(&pe->pt, &pt, sizeof(pt)))
+		return pe;
+	if (!pe) {
+		if (!(pe = calloc(1, sizeof(*pe))) || map_put(&s->protos, addr, 0, pe)) {
+			free(pe);
+			*err = -ENOMEM;
+			return NULL;
+		}
+	}
+	pe->pt = pt;
+	pe->gen = ++s->gen;
+	pe->builtin = pt.firstline == BUILTIN_LINE;
+	if ((*err = module_make(s, pe)))
+		pe->pt.addr = 0;	/* never valid: retried next time */
+	return *err ? NULL : pe;
+}
+
+/* ---------------------------------------------------------------------------
+ * Names of call sites (lj_debug_funcname, lj_debug_slotname)
+ */
+
+/* Results of the naming functions below. */
+enum { NAME_NONE = 0, NAME_FOUND = 1 };
+
+/* The name of local variable slot at position pos (debug_varname).
+ * NAME_FOUND with the name in out, NAME_NONE, or -errno. */
+static int varname(struct symbolizer *s, const struct lj_proto *pt, __u32 pos,
+		   __u32 slot, struct strbuf *out)
+{
+	struct cursor c;
+	__u32 lastpc = 0, start, len;
+	int vn;
+
+	if (!pt->varinfo)
+		return NAME_NONE;
+	cursor_init(&c, s, pt->varinfo);
+	for (;;) {
+		strbuf__reset(out);
+		if ((vn = cursor_byte(&c)) < 0)
+			return -EFAULT;
+		if (vn == 0)
+			return NAME_NONE;	/* VARNAME_END */
+		if (vn < VARNAME_MAX) {
+			if (strbuf__puts(out, varname_special[vn - 1]))
+				return -ENOMEM;
+		} else if (strbuf__put(out, &(char){ (char)vn }, 1) || cursor_str(&c, out)) {
+			return -EFAULT;
+		}
+		if (cursor_uleb(&c, &start) || cursor_uleb(&c, &len))
+			return -EFAULT;
+		lastpc = start += lastpc;
+		if (start > pos)
+			return NAME_NONE;
+		if (pos < start + len && slot-- == 0)
+			return NAME_FOUND;
+	}
+}
+
+/* The name of upvalue idx of pt (lj_debug_uvname): "" when stripped. */
+static int uvname(struct symbolizer *s, const struct lj_proto *pt, __u32 idx,
+		  struct strbuf *out)
+{
+	struct cursor c;
+
+	strbuf__reset(out);
+	if (!pt->uvinfo)
+		return strbuf__put(out, "", 0) ? -ENOMEM : NAME_FOUND;
+	if (idx >= pt->sizeuv)
+		return NAME_NONE;
+	cursor_init(&c, s, pt->uvinfo);
+	while (idx--)
+		if (cursor_str(&c, NULL))
+			return -EFAULT;
+	return cursor_str(&c, out) ? -EFAULT : NAME_FOUND;
+}
+
+/* The string constant ~d of pt (proto_kgc), cut at its first NUL. */
+static int kgc_name(struct symbolizer *s, const struct lj_proto *pt, __u32 d,
+		    struct strbuf *out)
+{
+	__u64 str;
+
+	if (rd(s, &str, 8, pt->k - 8 * ((__u64)d + 1)))
+		return -EFAULT;
+	return str_read(s, str, STR_MAX, out) ? -EFAULT : NAME_FOUND;
+}
+
+/* What the instruction that wrote slot names, for an instruction whose A
+ * operand is the destination (the switch of lj_debug_slotname). *slot is
+ * set and 2 returned for a MOV: the search restarts from its source. */
+static int slot_source(struct symbolizer *s, const struct lj_proto *pt, __u32 ins,
+		       __u32 *slot, struct strbuf *out)
+{
+	int op = ins & 0xff;
+
+	if (op == s->op_mov) {
+		*slot = ins >> 16;
+		return 2;
+	}
+	if (op == s->op_gget)
+		return kgc_name(s, pt, ins >> 16, out);
+	if (op == s->op_tgets)	/* a method call names it the same way */
+		return kgc_name(s, pt, (ins >> 16) & 0xff, out);
+	if (op == s->op_uget)
+		return uvname(s, pt, ins >> 16, out);
+	return NAME_NONE;
+}
+
+/* Deduce the name of the object in slot at position pos (lj_debug_slotname):
+ * a local's name, or what loaded it there (global, field, method, upvalue). */
+static int slotname(struct symbolizer *s, const struct lj_proto *pt, __u32 pos,
+		    __u32 slot, struct strbuf *out)
+{
+	const struct lj_build *b = s->b;
+	__u32 ins;
+	int r;
+
+restart:
+	if ((r = varname(s, pt, pos, slot, out)) != NAME_NONE)
+		return r;
+	while (pos > 1) {	/* back to the header, exclusive */
+		int op, mode;
+		__u32 ra;
+
+		if (bc_read(s, pt, --pos, &ins))
+			return -EFAULT;
+		op = ins & 0xff;
+		ra = (ins >> 8) & 0xff;
+		if (op >= b->nbcnames)
+			return NAME_NONE;
+		mode = b->bcmode[op].a;
+		if (mode == b->bcm_base) {
+			if (slot >= ra && (op != s->op_knil || slot <= ins >> 16))
+				return NAME_NONE;
+		} else if (mode == b->bcm_dst && ra == slot) {
+			if ((r = slot_source(s, pt, ins, &slot, out)) != 2)
+				return r;
+			goto restart;
+		}
+	}
+	return NAME_NONE;
+}
+
+/* The name lj_debug_funcname derives from the instruction at pos of the
+ * caller pt: the called slot's name for a call, else the metamethod's. */
+static int site_derive(struct symbolizer *s, const struct lj_proto *pt, __u32 pos,
+		       struct strbuf *out)
+{
+	const struct lj_build *b = s->b;
+	__u32 ins, slot;
+	int op, mm;
+
+	if (!b->bcmode || !b->mmnames || bc_read(s, pt, pos, &ins))
+		return -EFAULT;
+	op = ins & 0xff;
+	if (op >= b->nbcnames)
+		return NAME_NONE;
+	mm = b->bcmode[op].mm;
+	if (mm == b->mm_call) {
+		slot = (ins >> 8) & 0xff;
+		if (op == s->op_iterc)
+			slot -= 3;
+		return slotname(s, pt, pos, slot, out);
+	}
+	if (mm == b->mm_max || mm >= b->nmmnames)
+		return NAME_NONE;
+	strbuf__reset(out);
+	return strbuf__puts(out, b->mmnames[mm]) ? -ENOMEM : NAME_FOUND;
+}
+
+/* The cached name at (pe, pos); *name NULL when there is none. */
+static int site_get(struct symbolizer *s, struct proto_ent *pe, __u32 pos,
+		    const char **name)
+{
+	struct site_ent *se = map_get(&s->sites, pe->pt.addr, pos);
+	struct strbuf raw = { 0 }, esc = { 0 };
+	int r;
+
+	if (se && se->gen == pe->gen)
+		goto found;
+	r = site_derive(s, &pe->pt, pos, &raw);
+	if (r == NAME_FOUND)
+		r = sym_escape(&esc, raw.buf, raw.len) ? -ENOMEM : NAME_FOUND;
+	strbuf__free(&raw);
+	if (r < 0) {	/* not cached: the memory may be readable later */
+		strbuf__free(&esc);
+		*name = NULL;
+		return r == -ENOMEM ? r : 0;
+	}
+	if (!se && (!(se = calloc(1, sizeof(*se))) ||
+		    map_put(&s->sites, pe->pt.addr, pos, se))) {
+		free(se);
+		strbuf__free(&esc);
+		return -ENOMEM;
+	}
+	free(se->name);
+	se->gen = pe->gen;
+	se->name = esc.buf;	/* NULL when not named */
+found:
+	*name = se->name;
+	return 0;
+}
+
+/* Bytecode position of the instruction before pc (debug_framepc), or -1.
+ * A pc outside the bytecode (unknown, or a trace's) gives no position. */
+static long frame_pos(const struct lj_proto *pt, __u64 pc)
+{
+	if (pc < pt->bc + 4 || (pc - pt->bc) % 4 || (pc - pt->bc) / 4 - 1 >= pt->sizebc)
+		return -1;
+	return (long)((pc - pt->bc) / 4 - 1);
+}
+
+/* The name frame i got from its caller, frame i + 1 (lj_debug_funcname). */
+static int call_name(struct symbolizer *s, const struct nupp_frame *frames, int depth,
+		     int i, const char **name)
+{
+	struct proto_ent *pe;
+	struct lj_fn caller;
+	long pos;
+	int err;
+
+	*name = NULL;
+	if ((frames[i].pc & NUPP_CALL_MASK) == NUPP_CALL_OTHER || i + 1 >= depth)
+		return 0;
+	if (fn_read(s, frames[i + 1].fn, &caller) || caller.ffid != FF_LUA)
+		return 0;
+	if (!(pe = proto_get(s, caller.pt, &err)))
+		return err == -ENOMEM ? err : 0;
+	pos = frame_pos(&pe->pt, frames[i + 1].pc & ~(__u64)NUPP_CALL_MASK);
+	return pos < 0 ? 0 : site_get(s, pe, (__u32)pos, name);
+}
+
+/* ---------------------------------------------------------------------------
+ * Rendering (lj_debug_dumpstack, 'F')
+ */
+
+static int put_unknown(struct symbolizer *s, struct strbuf *out)
+{
+	s->unknown++;
+	return strbuf__puts(out, SYM_UNKNOWN) ? -ENOMEM : 1;
+}
+
+/* A frame without a name: the 'l' form with the first line. */
+static int put_unnamed(struct strbuf *out, const struct lj_fn *fn,
+		       const struct proto_ent *pe)
+{
+	int err;
+
+	if (pe) {
+		if ((err = strbuf__puts(out, pe->module)) || pe->builtin)
+			return err;
+		return strbuf__puts(out, ":") ||
+		       put_int(out, (int)pe->pt.firstline) ? -ENOMEM : 0;
+	}
+	if (fn->ffid > FF_C) {
+		return strbuf__puts(out, "[builtin#") || put_int(out, fn->ffid) ||
+		       strbuf__puts(out, "]") ? -ENOMEM : 0;
+	}
+	return strbuf__puts(out, "@") || put_ptr(out, fn->f) ? -ENOMEM : 0;
+}
+
+int symbolizer__frame(struct symbolizer *s, const struct nupp_frame *frames,
+		      int depth, int i, struct strbuf *out)
+{
+	struct proto_ent *pe = NULL;
+	const char *name;
+	struct lj_fn fn;
+	int err;
+
+	cache_bound(s);
+	if (fn_read(s, frames[i].fn, &fn))
+		return put_unknown(s, out);
+	/* The name first: its entry stays valid while the proto is looked up. */
+	if ((err = call_name(s, frames, depth, i, &name)))
+		return err;
+	if (fn.ffid == FF_LUA && !(pe = proto_get(s, fn.pt, &err)))
+		return err == -ENOMEM ? err : put_unknown(s, out);
+	if (!name)
+		return put_unnamed(out, &fn, pe);
+	if (pe && !pe->builtin && (strbuf__puts(out, pe->module) || strbuf__puts(out, ":")))
+		return -ENOMEM;
+	return strbuf__puts(out, name) ? -ENOMEM : 0;
+}
+
+int symbolizer__stack(struct symbolizer *s, const struct nupp_frame *frames,
+		      int depth, struct strbuf *out)
+{
+	int i, r, unknown = 0;
+
+	if (strbuf__put(out, "", 0))
+		return -ENOMEM;
+	for (i = depth - 1; i >= 0; i--) {
+		if (i != depth - 1 && strbuf__puts(out, ";"))
+			return -ENOMEM;
+		if ((r = symbolizer__frame(s, frames, depth, i, out)) < 0)
+			return r;
+		unknown += r;
+	}
+	return unknown;
+}
+
+/* ---------------------------------------------------------------------------
+ * Lines (lj_debug_line, debug_frameline)
+ */
+
+static int line_of(struct symbolizer *s, const struct lj_proto *pt, __u32 pos)
+{
+	int w = pt->numline < 256 ? 1 : pt->numline < 65536 ? 2 : 4;
+	__u32 v = 0;
+
+	if (pos > pt->sizebc || !pt->lineinfo)
+		return 0;
+	if (pos == pt->sizebc)
+		return (int)(pt->firstline + pt->numline);
+	if (pos == 0)
+		return (int)pt->firstline;
+	/* lineinfo holds one entry per instruction after the header. */
+	if (rd(s, &v, w, pt->lineinfo + (__u64)w * (pos - 1)))
+		return -1;
+	return (int)(pt->firstline + v);
+}
+
+int symbolizer__line(struct symbolizer *s, __u64 pt, __u32 pos)
+{
+	struct lj_proto p;
+
+	return proto_read(s, pt, &p) ? -1 : line_of(s, &p, pos);
+}
+
+int symbolizer__frame_line(struct symbolizer *s, const struct nupp_frame *fr)
+{
+	struct lj_proto p;
+	struct lj_fn fn;
+	long pos;
+
+	if (fn_read(s, fr->fn, &fn) || fn.ffid != FF_LUA || proto_read(s, fn.pt, &p))
+		return -1;
+	pos = frame_pos(&p, fr->pc & ~(__u64)NUPP_CALL_MASK);
+	return pos < 0 ? -1 : line_of(s, &p, (__u32)pos);
+}
+
+int symbolizer__loc(struct symbolizer *s, __u64 pt, __u32 pos, struct strbuf *out)
+{
+	struct proto_ent *pe;
+	int err, line;
+
+	cache_bound(s);
+	if (!(pe = proto_get(s, pt, &err)))
+		return err == -ENOMEM ? err : put_unknown(s, out);
+	if (pe->builtin)
+		return strbuf__puts(out, pe->module) ? -ENOMEM : 0;
+	if ((line = line_of(s, &pe->pt, pos)) < 0)
+		return put_unknown(s, out);
+	return strbuf__puts(out, pe->module) || strbuf__puts(out, ":") ||
+	       put_int(out, line) ? -ENOMEM : 0;
+}

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * symbolize.h - Lua stacks and source locations of a LuaJIT process, as text.
+ *
+ * A stack recorded by the sampler (struct nupp_frame, innermost first) is
+ * rendered outermost first, frames joined by ';', each frame exactly as
+ *	jit.profile.dumpstack(L, "F;", -N)
+ * renders it (lj_debug_dumpstack, format 'F', paths stripped):
+ *	module:name	Lua function named by its caller's call site
+ *	name		C function or builtin named by its caller
+ *	module:line	Lua function without a name (line = where it starts)
+ *	[builtin:x]	bytecode builtin (firstline == ~0) without a name
+ *	[builtin#N]	fast function N without a name
+ *	@0x55d0c0	C function without a name (lj_strfmt_putptr format)
+ * "module" is the chunkname with the path removed ("@src/app.lua" -> "app.lua",
+ * "=stdin" -> "stdin"), or "[string]" for a chunk loaded from a string.
+ *
+ * Names come from the caller frame's bytecode, as lj_debug_funcname derives
+ * them; the sampler only records frames called from Lua or by a metamethod
+ * continuation as nameable (enum nupp_call). LuaJIT also names a Lua frame
+ * called from C *directly above another Lua frame* (an error handler for a
+ * runtime error, a hook, a finalizer) by searching the C frame chain, which a
+ * sampled stack does not have: such frames render as module:line here.
+ *
+ * Frames whose memory cannot be read render as SYM_UNKNOWN and are counted
+ * (symbolizer__unknown); nothing is guessed.
+ *
+ * Escaping: bytes that would break the collapsed-stack format (one stack per
+ * line, ';' between frames, a space before the count) are written as \xHH
+ * with two lower-case hex digits: ';', '\\', every control character
+ * (0x00-0x1f, including '\n' and '\r') and 0x7f. '\\' is escaped so that the
+ * escape itself is unambiguous. Spaces and bytes >= 0x80 (UTF-8) stay as they are.
+ *
+ * Caches: the module of a proto and the name at a call site are kept per
+ * proto address and re-validated against the proto's header on every use, so
+ * a proto freed and another allocated at the same address is noticed unless
+ * it has the same chunkname string, first line, line count and size.
+ */
+#ifndef NUPP_SYMBOLIZE_H
+#define NUPP_SYMBOLIZE_H
+
+#include <stddef.h>
+#include <linux/types.h>
+#include "lj_build.h"
+#include "procmem.h"
+#include "../bpf/sampler.h"
+
+#define SYM_UNKNOWN	"[unknown]"	/* a frame whose memory could not be read */
+
+/* A growing, NUL-terminated string. Zero-initialize; free with strbuf__free. */
+struct strbuf {
+	char *buf;	/* NULL until something is written */
+	size_t len;	/* bytes used, without the NUL */
+	size_t cap;	/* bytes allocated */
+};
+
+int strbuf__put(struct strbuf *sb, const void *p, size_t n);	/* 0 or -ENOMEM */
+int strbuf__puts(struct strbuf *sb, const char *s);
+void strbuf__reset(struct strbuf *sb);
+void strbuf__free(struct strbuf *sb);
+
+/* Append s[0..n) with the escaping described above; 0 or -ENOMEM. */
+int sym_escape(struct strbuf *sb, const char *s, size_t n);
+
+struct symbolizer;
+
+/* A symbolizer for one process running build b; NULL on ENOMEM. b must
+ * outlive it; mem is copied. */
+struct symbolizer *symbolizer__new(const struct lj_build *b, struct mem_reader mem);
+void symbolizer__free(struct symbolizer *s);
+
+/* Drop all caches, e.g. after the target has reloaded its code. */
+void symbolizer__flush(struct symbolizer *s);
+
+/* Append the stack frames[0..depth) (innermost first) to out, outermost
+ * first, ';' between frames. Returns how many frames rendered as SYM_UNKNOWN,
+ * or -ENOMEM. */
+int symbolizer__stack(struct symbolizer *s, const struct nupp_frame *frames,
+		      int depth, struct strbuf *out);
+
+/* Append frame i of frames[0..depth) alone; the frame above it (i + 1) is its
+ * caller. Returns 1 when it rendered as SYM_UNKNOWN, 0, or -ENOMEM. */
+int symbolizer__frame(struct symbolizer *s, const struct nupp_frame *frames,
+		      int depth, int i, struct strbuf *out);
+
+/* Source line of bytecode position pos (index of the instruction in the
+ * proto's bytecode, 0 = the function header) of proto pt, as lj_debug_line:
+ * 0 when the proto has no line info or pos is out of range; -1 when memory
+ * could not be read. */
+int symbolizer__line(struct symbolizer *s, __u64 pt, __u32 pos);
+
+/* Current line of a frame (debug_frameline): -1 when it is not a Lua
+ * function, its pc is unknown or memory could not be read. */
+int symbolizer__frame_line(struct symbolizer *s, const struct nupp_frame *fr);
+
+/* Append "module:line" for bytecode position pos of proto pt, module as in
+ * stack frames; "[builtin:x]" alone for a bytecode builtin. For a pc pointing
+ * AT an instruction (J->pc, T->startpc), pos = (pc - (pt + pt_size)) / 4.
+ * Returns 1 when it rendered as SYM_UNKNOWN, 0, or -ENOMEM. */
+int symbolizer__loc(struct symbolizer *s, __u64 pt, __u32 pos, struct strbuf *out);
+
+/* Frames rendered as SYM_UNKNOWN so far. */
+__u64 symbolizer__unknown(const struct symbolizer *s);
+
+#endif /* NUPP_SYMBOLIZE_H */
