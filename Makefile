@@ -53,7 +53,7 @@ $(B)/%.skel.h: $(B)/%.bpf.o
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
 
 # --- userspace ----------------------------------------------------------------
-USER_LIB_SRCS := $(filter-out user/main.c user/lua_module.c,$(wildcard user/*.c))
+USER_LIB_SRCS := $(filter-out user/main.c user/lua_module.c user/zone_state.c,$(wildcard user/*.c))
 USER_LIB_OBJS := $(patsubst user/%.c,$(B)/obj/%.o,$(USER_LIB_SRCS)) $(B)/obj/lj_builds.o
 
 $(B)/obj/%.o: user/%.c $(wildcard user/*.h bpf/*.h) $(BPF_SKELS) $(B)/gen/lj_builds.c

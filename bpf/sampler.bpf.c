@@ -42,7 +42,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);		/* userspace may resize */
 	__uint(key_size, sizeof(struct nupp_stack_key));	/* trimmed to --depth by userspace */
-	__type(value, struct nupp_stack_counts);
+	__uint(value_size, sizeof(struct nupp_stack_counts));
 } counts SEC(".maps");
 
 struct {
@@ -119,6 +119,18 @@ static __always_inline enum nupp_state state_of(__s32 vmstate)
 static long walk_cb(__u64 i, void *ctx)
 {
 	return lj_walk_step(ctx);
+}
+
+/* Zero frame w->depth + i: what the previous sample on this CPU left beyond
+ * this stack must not become part of its key. */
+static long clear_cb(__u64 i, void *ctx)
+{
+	struct lj_walk *w = ctx;
+	struct nupp_frame *fr = &w->frames[(w->depth + i) & (NUPP_MAX_DEPTH - 1)];
+
+	fr->fn = 0;
+	fr->pc = 0;
+	return 0;
 }
 
 /* Where the walk starts (frame link slot and top pc) in each VM state
@@ -210,11 +222,7 @@ static __always_inline int sample(struct pt_regs *regs)
 		return unresolved(w.err - 1);
 	if (!w.depth)
 		return unresolved(NUPP_ERR_NO_FRAME);
-	/* Clear the frames the previous sample on this CPU left beyond ours. */
-	for (__u32 i = w.depth; i < NUPP_MAX_DEPTH && i < w.max; i++) {
-		key->frames[i & (NUPP_MAX_DEPTH - 1)].fn = 0;
-		key->frames[i & (NUPP_MAX_DEPTH - 1)].pc = 0;
-	}
+	bpf_loop(w.max - w.depth, clear_cb, &w, 0);
 	key->pid = pid;
 	key->tid = tid;
 	key->g = g;

@@ -14,16 +14,6 @@
 #define GCT_THREAD	6
 #define GCT_STR		4
 
-__u64 lj_build__sym(const struct lj_build *b, const char *name)
-{
-	const struct lj_sym *s;
-
-	for (s = b->syms; s && s->name; s++)
-		if (!strcmp(s->name, name))
-			return s->addr;
-	return 0;
-}
-
 const struct lj_build *lj_target__build(const struct lj_target *t)
 {
 	return t->build ? t->build : &t->local;

@@ -66,13 +66,12 @@ static int attach_cpu_clock(struct sampler *s, const struct sampler_opts *o, cha
 		.type = PERF_TYPE_SOFTWARE,
 		.config = PERF_COUNT_SW_CPU_CLOCK,
 		.size = sizeof(attr),
-		.freq = o->freq_hz != 0,
+		/* cpu-clock counts nanoseconds: a fixed period gives the asked
+		 * rate from the first sample on, where freq mode adapts slowly. */
+		.sample_period = o->freq_hz ? 1000000000ULL / o->freq_hz
+					    : (__u64)o->period_us * 1000,
 	};
 
-	if (o->freq_hz)
-		attr.sample_freq = o->freq_hz;
-	else
-		attr.sample_period = (__u64)o->period_us * 1000;	/* cpu-clock counts ns */
 	s->links = calloc(ncpu, sizeof(*s->links));
 	if (!s->links)
 		return -ENOMEM;

@@ -99,7 +99,14 @@ local function register(parent, name)
   return id
 end
 
+-- LuaJIT ignores volatile: a trace would read the gate once before its loop
+-- and never again. ffi.fill's barrier (IR XBAR, no machine code) plus a
+-- one-byte store to private scratch makes every pass reload it.
+local scratch = ffi.new("uint8_t[1]")
+local fill = ffi.fill
+
 local function enter(name)
+  fill(scratch, 1)
   if st.gate == 0 then return end
   local id = kids[stack[depth]][name] or register(stack[depth], name)
   depth = depth + 1
@@ -124,6 +131,7 @@ local function finish(d, ok, ...)
 end
 
 local function run(name, fn, ...)
+  fill(scratch, 1)
   if st.gate == 0 then return fn(...) end
   local d = depth
   enter(name)

@@ -1,0 +1,46 @@
+# LuaJIT builds, stock Debian binaries, the build registry and the test host.
+# See kernel-notes/luajit-builds.md.
+#
+#   make luajit        fetch + build every tree in luajit/pins, unpack the stock debs
+#   make regen         re-pin luajit/pins to what apt knows now, rebuild what changed,
+#                      regenerate build/gen/lj_builds.c
+#   make clean-luajit  drop the LuaJIT builds and downloads (the slow part to redo)
+#
+# Products (cached; a second `make` rebuilds nothing):
+#   $(B)/luajit/TREE/src/{luajit,libluajit.so,jit/}   unstripped amalg rebuilds
+#   $(B)/stock/TREE/usr/...                           Debian binary packages
+#   $(B)/gen/lj_builds.c                              registry (user/lj_build.h)
+#   $(B)/tests/luahost                                embedding host for tests
+
+LJ_TREES  := $(shell awk '!/^[ \t]*(\#|$$)/ { print $$1 }' luajit/pins)
+LJ_STAMPS := $(foreach t,$(LJ_TREES),$(B)/luajit/$(t).stamp)
+LUAJIT_INC ?= /usr/include/luajit-2.1
+
+.PHONY: luajit regen clean-luajit
+
+# The script keeps its own per-step stamps holding the pinned version and
+# skips what is already there; this stamp only tells make that it ran.
+$(LJ_STAMPS): $(B)/luajit/%.stamp: luajit/pins scripts/build-luajit.sh
+	$(Q)B=$(B) scripts/build-luajit.sh $*
+	$(Q)touch $@
+
+luajit: $(LJ_STAMPS)
+
+$(B)/gen/lj_builds.c: scripts/gen-registry.py luajit/pins bpf/lj_layout.h user/lj_build.h $(LJ_STAMPS)
+	$(call msg,GEN,$@)
+	$(Q)mkdir -p $(@D) && $(PYTHON) scripts/gen-registry.py --build $(B) --out $@
+
+regen:
+	scripts/build-luajit.sh --repin
+	$(MAKE) luajit
+	$(PYTHON) scripts/gen-registry.py --build $(B) --out $(B)/gen/lj_builds.c
+
+clean-luajit:
+	rm -rf $(B)/luajit $(B)/stock $(B)/gen/lj_builds.c
+
+# --- test host embedding LuaJIT (libluajit-5.1.so.2 chosen at run time) ------
+$(B)/tests/luahost: tests/hosts/luahost.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D) && $(CC) -O2 -g -Wall -Wextra -I$(LUAJIT_INC) $< -o $@ -lluajit-5.1 -lpthread
+
+all: $(B)/gen/lj_builds.c $(B)/tests/luahost

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * luahost - a minimal C program embedding LuaJIT, for tests.
+ *
+ *   luahost SCRIPT [--threads N] [ARG...]
+ *
+ * Runs SCRIPT in a fresh lua_State with the standard libraries. With
+ * --threads N it runs the script in N independent lua_States, one per
+ * pthread, all at once. Each VM gets the global THREAD_INDEX (1..N; 1 without
+ * --threads) and the usual `arg` table (arg[0] = SCRIPT, then ARG...). Exit
+ * status is 1 if any run failed; the error and traceback go to stderr.
+ *
+ * Links against libluajit-5.1.so.2, so LD_LIBRARY_PATH selects the LuaJIT
+ * build (e.g. build/stock/luajit2/usr/lib/x86_64-linux-gnu).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lua.h>
+#include <lauxlib.h>
+#include <lualib.h>
+
+struct run {
+	pthread_t tid;
+	int index;		/* THREAD_INDEX, 1-based */
+	int status;		/* 0 ok, 1 error */
+};
+
+static const char *script;
+static char **script_args;
+static int nscript_args;
+
+static int traceback(lua_State *L)
+{
+	const char *msg = lua_tostring(L, 1);
+
+	if (!msg)
+		msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+	lua_getglobal(L, "debug");
+	lua_getfield(L, -1, "traceback");
+	lua_pushstring(L, msg);
+	lua_pushinteger(L, 2);
+	lua_call(L, 2, 1);
+	return 1;
+}
+
+static void *run_script(void *arg)
+{
+	struct run *r = arg;
+	lua_State *L = luaL_newstate();
+	int i;
+
+	if (!L) {
+		fprintf(stderr, "luahost: thread %d: cannot create a lua_State\n", r->index);
+		r->status = 1;
+		return NULL;
+	}
+	luaL_openlibs(L);
+	lua_pushinteger(L, r->index);
+	lua_setglobal(L, "THREAD_INDEX");
+	lua_createtable(L, nscript_args, 1);
+	lua_pushstring(L, script);
+	lua_rawseti(L, -2, 0);
+	for (i = 0; i < nscript_args; i++) {
+		lua_pushstring(L, script_args[i]);
+		lua_rawseti(L, -2, i + 1);
+	}
+	lua_setglobal(L, "arg");
+
+	lua_pushcfunction(L, traceback);
+	if (luaL_loadfile(L, script) != 0 || lua_pcall(L, 0, 0, -2) != 0) {
+		const char *msg = lua_tostring(L, -1);
+
+		fprintf(stderr, "luahost: thread %d: %s\n", r->index, msg ? msg : "(no message)");
+		r->status = 1;
+	}
+	lua_close(L);
+	return NULL;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: luahost SCRIPT [--threads N] [ARG...]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	struct run *runs;
+	int nthreads = 0, i, status = 0;
+	char **rest;
+	int nrest = 0;
+
+	if (argc < 2 || argv[1][0] == '-')
+		usage();
+	script = argv[1];
+	rest = calloc(argc, sizeof(*rest));
+	if (!rest)
+		return 1;
+	for (i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+			char *end;
+
+			nthreads = (int)strtol(argv[++i], &end, 10);
+			if (*end || nthreads < 1 || nthreads > 1024)
+				usage();
+		} else {
+			rest[nrest++] = argv[i];
+		}
+	}
+	script_args = rest;
+	nscript_args = nrest;
+
+	if (nthreads == 0) {		/* plain run on the main thread */
+		struct run r = { .index = 1 };
+
+		run_script(&r);
+		return r.status;
+	}
+
+	runs = calloc(nthreads, sizeof(*runs));
+	if (!runs)
+		return 1;
+	for (i = 0; i < nthreads; i++) {
+		runs[i].index = i + 1;
+		if (pthread_create(&runs[i].tid, NULL, run_script, &runs[i]) != 0) {
+			fprintf(stderr, "luahost: pthread_create failed\n");
+			return 1;
+		}
+	}
+	for (i = 0; i < nthreads; i++) {
+		pthread_join(runs[i].tid, NULL);
+		status |= runs[i].status;
+	}
+	free(runs);
+	free(rest);
+	return status;
+}

@@ -1,0 +1,493 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_symbolize.c - the symbolizer against LuaJIT's own dumpstack, live.
+ *
+ * Embeds the installed libluajit-5.1 (the stock Debian "luajit" tree) and
+ * registers capture(). Called from Lua, capture() takes the ground truth with
+ * luaJIT_profile_dumpstack(L, "F;", -N), walks the same stack with lj_walk.h
+ * (the sampler's walk, compiled as plain C over our own memory) and renders it
+ * with the symbolizer; both must be equal byte for byte. The registry entry is
+ * found by content: the SHA-256 of the loaded library's .text.
+ *
+ * No root needed. Prints "N passed, M failed"; exits non-zero on a failure.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/types.h>
+#include <lua.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <luajit.h>
+#include "elf_file.h"
+#include "symbolize.h"
+
+/* lj_walk.h reads through LJ_READ: our own memory, as the sampler reads the target's. */
+static int self_read(void *dst, __u32 n, __u64 addr)
+{
+	memcpy(dst, (const void *)(unsigned long)addr, n);
+	return 0;
+}
+#define LJ_READ self_read
+#include "lj_walk.h"
+
+#define DUMP_LEVELS 200		/* more than any case's depth */
+
+static struct {
+	const struct lj_build *b;
+	struct symbolizer *sym;
+	const char *expect;	/* the case's stack when not dumpstack's (escapes) */
+	int captures;		/* capture() calls in the current case */
+	int bad;		/* mismatches in the current case */
+	int passed, failed;
+} T;
+
+/* ---------------------------------------------------------------------------
+ * Helpers
+ */
+
+static void check(int ok, const char *what, const char *want, const char *got)
+{
+	if (ok)
+		return;
+	T.bad++;
+	fprintf(stderr, "    %s\n      want: %s\n      got:  %s\n", what, want, got);
+}
+
+static __u64 rd64(__u64 addr)
+{
+	__u64 v;
+
+	memcpy(&v, (const void *)(unsigned long)addr, 8);
+	return v;
+}
+
+/* Reads our own memory through the kernel, so a bad address fails cleanly. */
+static int proc_read(void *ctx, void *dst, size_t n, __u64 addr)
+{
+	return procmem__read(getpid(), dst, n, addr);
+}
+
+static int fail_read(void *ctx, void *dst, size_t n, __u64 addr)
+{
+	return -EFAULT;
+}
+
+/* The sampler's walk of L's stack, from the frame of the running C function. */
+static int walk(lua_State *L, struct nupp_frame *frames)
+{
+	const struct lj_layout *lj = &T.b->layout;
+	__u64 l = (__u64)(unsigned long)L;
+	struct lj_walk w = {
+		.lj = lj,
+		.L = l,
+		.f = rd64(l + lj->L_base) - 8,
+		.bot = rd64(l + lj->L_stack) + 8,
+		.max = NUPP_MAX_DEPTH,
+		.frames = frames,
+	};
+
+	while (!lj_walk_step(&w))
+		;
+	if (w.err || w.truncated)
+		fprintf(stderr, "    walk: err %d truncated %u\n", w.err, w.truncated);
+	return (int)w.depth;
+}
+
+/* luaJIT_profile_dumpstack without the trailing separator. */
+static char *dumpstack(lua_State *L, const char *fmt)
+{
+	size_t len;
+	const char *p = luaJIT_profile_dumpstack(L, fmt, -DUMP_LEVELS, &len);
+	char *s = strndup(p, len);
+
+	if (s && len && s[len - 1] == ';')
+		s[len - 1] = '\0';
+	return s;
+}
+
+/* GCproto of the Lua function running in frame fr, 0 for C. */
+static __u64 frame_proto(const struct nupp_frame *fr)
+{
+	const struct lj_layout *lj = &T.b->layout;
+	const unsigned char *fn = (const unsigned char *)(unsigned long)fr->fn;
+
+	return fn[lj->fn_ffid] ? 0 : rd64(fr->fn + lj->fn_pc) - lj->pt_size;
+}
+
+/* ---------------------------------------------------------------------------
+ * capture(): the three views of one stack
+ */
+
+/* Frame names: the symbolizer's stack against dumpstack "F;". */
+static void check_names(lua_State *L, const struct nupp_frame *frames, int depth)
+{
+	struct strbuf got = { 0 };
+	char *want = dumpstack(L, "F;");
+	int r = symbolizer__stack(T.sym, frames, depth, &got);
+
+	check(r == 0, "no frame unreadable", "0", r ? "some" : "0");
+	if (T.expect)
+		check(!strcmp(T.expect, got.buf), "stack (explicit)", T.expect, got.buf);
+	else
+		check(!strcmp(want, got.buf), "stack = dumpstack F", want, got.buf);
+	free(want);
+	strbuf__free(&got);
+}
+
+/* One frame's location against lua_getinfo's current line and dumpstack "l". */
+static void check_frame_line(lua_State *L, const struct nupp_frame *frames, int k,
+			     const char *want_l)
+{
+	struct strbuf loc = { 0 };
+	lua_Debug ar;
+	int line = symbolizer__frame_line(T.sym, &frames[k]);
+	__u64 pt = frame_proto(&frames[k]);
+	__u64 pc = frames[k].pc & ~(__u64)NUPP_CALL_MASK;
+	char msg[64];
+
+	if (!lua_getstack(L, k, &ar) || !lua_getinfo(L, "l", &ar))
+		return check(0, "lua_getstack", "a frame", "none");
+	snprintf(msg, sizeof(msg), "%d/%d", line, ar.currentline);
+	/* A frame called by Lua has its pc in the walk; the others are unknown. */
+	if (pt && (frames[k - 1].pc & NUPP_CALL_MASK) != NUPP_CALL_OTHER)
+		check(line >= 0, "line of a frame called by Lua is known", "line", msg);
+	if (line < 0)
+		return;
+	check(line == ar.currentline, "frame line = currentline", "equal", msg);
+	symbolizer__loc(T.sym, pt, (__u32)((pc - pt - T.b->layout.pt_size) / 4 - 1), &loc);
+	check(!strcmp(loc.buf, want_l), "loc = dumpstack l", want_l, loc.buf);
+	strbuf__free(&loc);
+}
+
+/* Frame lines, innermost (capture itself, level 0) excluded. */
+static void check_lines(lua_State *L, const struct nupp_frame *frames, int depth)
+{
+	char *all = T.expect ? NULL : dumpstack(L, "l;");
+	char *field[DUMP_LEVELS], *save = NULL, *p;
+	int n = 0, k;
+
+	if (!all)
+		return;	/* a case with ';' in names: no splitting */
+	for (p = strtok_r(all, ";", &save); p && n < DUMP_LEVELS; p = strtok_r(NULL, ";", &save))
+		field[n++] = p;
+	check(n == depth, "dumpstack l has one entry per frame", "equal", "different");
+	for (k = 1; k < depth && n == depth; k++)
+		check_frame_line(L, frames, k, field[n - 1 - k]);
+	free(all);
+}
+
+static int l_capture(lua_State *L)
+{
+	struct nupp_frame frames[NUPP_MAX_DEPTH];
+	int depth = walk(L, frames);
+
+	T.captures++;
+	check_names(L, frames, depth);
+	check_lines(L, frames, depth);
+	return 0;
+}
+
+/* lineof(f, pos): symbolizer__line of Lua function f's proto. */
+static int l_lineof(lua_State *L)
+{
+	struct nupp_frame fr = { (__u64)(unsigned long)lua_topointer(L, 1), 0 };
+
+	lua_pushinteger(L, symbolizer__line(T.sym, frame_proto(&fr), (__u32)luaL_checkinteger(L, 2)));
+	return 1;
+}
+
+/* locof(f, pos): symbolizer__loc of Lua function f's proto. */
+static int l_locof(lua_State *L)
+{
+	struct nupp_frame fr = { (__u64)(unsigned long)lua_topointer(L, 1), 0 };
+	struct strbuf sb = { 0 };
+
+	symbolizer__loc(T.sym, frame_proto(&fr), (__u32)luaL_checkinteger(L, 2), &sb);
+	lua_pushstring(L, sb.buf);
+	strbuf__free(&sb);
+	return 1;
+}
+
+/* unreadable(): the stack through a reader that fails: all placeholders. */
+static int l_unreadable(lua_State *L)
+{
+	struct nupp_frame frames[NUPP_MAX_DEPTH];
+	struct symbolizer *s = symbolizer__new(T.b, (struct mem_reader){ fail_read, NULL });
+	struct strbuf got = { 0 };
+	int depth = walk(L, frames), r;
+
+	T.captures++;
+	r = symbolizer__stack(s, frames, depth, &got);
+	check(r == 3 && symbolizer__unknown(s) == 3, "3 frames counted unknown", "3", got.buf);
+	check(!strcmp(got.buf, "[unknown];[unknown];[unknown]"), "placeholders",
+	      "[unknown];[unknown];[unknown]", got.buf);
+	symbolizer__free(s);
+	strbuf__free(&got);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Cases
+ */
+
+struct tcase {
+	const char *name;
+	const char *chunkname;
+	const char *code;
+	const char *expect;	/* NULL: whatever dumpstack renders */
+};
+
+static const struct tcase cases[] = {
+	{ "main chunk", "@tests/unit/main.lua", "capture()" },
+	{ "nested globals", "@/abs/path/g.lua",
+	  "function a() b() end function b() c() end function c() capture() end a()" },
+	{ "locals", "@l.lua", "local f = function() capture() end local g = f g()" },
+	{ "local C function", "@l.lua", "local cap = capture cap()" },
+	{ "upvalues", "@u.lua",
+	  "local function f() capture() end local function g() f() end g()" },
+	{ "fields", "@f.lua",
+	  "local t = { a = { b = {} } } function t.a.b.c() capture() end t.a.b.c()" },
+	{ "methods", "@m.lua",
+	  "local obj = {} function obj:m() capture() end obj:m()" },
+	{ "method via self", "@m.lua",
+	  "local o = {} function o:m() capture() end function o:n() self:m() end o:n()" },
+	{ "pcall Lua", "@p.lua", "pcall(function() capture() end)" },
+	{ "pcall C", "@p.lua", "pcall(capture)" },
+	{ "pcall builtin", "@p.lua", "pcall(pcall, capture)" },
+	{ "xpcall handler", "@x.lua",
+	  "xpcall(function() error('x') end, function(e) capture() return e end)" },
+	{ "__index function", "@mm.lua",
+	  "local t = setmetatable({}, { __index = function(t, k) capture() return 1 end })"
+	  " local x = t.foo" },
+	{ "__index on TGETV", "@mm.lua",
+	  "local t = setmetatable({}, { __index = function(t, k) capture() end })"
+	  " local k = 'z' local x = t[k]" },
+	{ "__newindex", "@mm.lua",
+	  "local t = setmetatable({}, { __newindex = function() capture() end }) t.x = 1" },
+	{ "__add", "@mm.lua",
+	  "local mt = { __add = function(a, b) capture() return 0 end }"
+	  " local a = setmetatable({}, mt) local c = a + 1" },
+	{ "__concat __unm __lt __le __eq", "@mm.lua",
+	  "local mt = {} local function h() capture() return true end"
+	  " mt.__concat = h mt.__unm = h mt.__lt = h mt.__le = h mt.__eq = h"
+	  " local a, b = setmetatable({}, mt), setmetatable({}, mt)"
+	  " local x = a .. 'x' x = -a x = a < b x = a <= b x = a == b" },
+	{ "__call", "@mm.lua",
+	  "local o = setmetatable({}, { __call = function(self) capture() end }) o()" },
+	{ "__call on a field", "@mm.lua",
+	  "local t = { o = setmetatable({}, { __call = function(self) capture() end }) } t.o()" },
+	{ "__tostring", "@mm.lua",
+	  "local o = setmetatable({}, { __tostring = function() capture() return '' end })"
+	  " local s = tostring(o)" },
+	{ "coroutine.resume", "@co.lua",
+	  "local co = coroutine.create(function() local function inner() capture() end inner() end)"
+	  " assert(coroutine.resume(co))" },
+	{ "coroutine.wrap", "@co.lua",
+	  "local w = coroutine.wrap(function(x) capture() coroutine.yield() end) w(1)" },
+	{ "coroutine resumed twice", "@co.lua",
+	  "local co = coroutine.wrap(function() coroutine.yield() capture() end) co() co()" },
+	{ "varargs", "@v.lua",
+	  "local function v(...) capture() end v(1, 2, 3)" },
+	{ "varargs nested", "@v.lua",
+	  "local function v(...) local function w(...) capture(...) end w(...) end v(1, 2)" },
+	{ "vararg main", "@v.lua", "local a = ... capture()" },
+	{ "tail call", "@tc.lua",
+	  "local function leaf() capture() end local function mid() return leaf() end"
+	  " function top() mid() end top()" },
+	{ "tail call into C", "@tc.lua",
+	  "local function t() return capture() end t()" },
+	{ "recursion", "@r.lua",
+	  "local function r(n) if n == 0 then capture() else r(n - 1) end end r(5)" },
+	{ "string chunk", "=(load)", "load('capture()')()" },
+	{ "named string chunk", "=(load)",
+	  "load('local function x() capture() end x()', '=some/dir/named')()" },
+	{ "@ chunk, backslashes", "=(load)",
+	  "loadstring('local y = function() capture() end y()', '@C:\\\\dir\\\\w.lua')()" },
+	{ "= chunk", "=stdin", "local function f() capture() end f()" },
+	{ "bytecode builtin", "@bb.lua",
+	  "table.foreach({ 1 }, function() capture() end)" },
+	{ "bytecode builtin calls C", "@bb.lua", "table.foreach({ 1 }, capture)" },
+	{ "unnamed bytecode builtin", "@bb.lua", "pcall(table.foreach, { 1 }, capture)" },
+	{ "generic for iterator", "@it.lua",
+	  "local function it(s, c) if c == nil then capture() return 1 end end"
+	  " for k in it do end" },
+	{ "numeric for local", "@for.lua", "for i = 1, 2 do local f = capture f() end" },
+	{ "stripped bytecode", "@st.lua",
+	  "local f = loadstring(string.dump(function() local g = capture g() end, true)) f()" },
+	{ "stripped upvalue", "@st.lua",
+	  "local up = capture local f = load(string.dump(function() up() end, true))"
+	  " debug.setupvalue(f, 1, capture) f()" },
+	{ "hot loop (JIT)", "@jit.lua",
+	  "local function f(i) if i % 50 == 0 then capture() end end"
+	  " for i = 1, 300 do f(i) end" },
+	{ "deep", "@d.lua",
+	  "local function d(n) if n == 0 then return capture() end d(n - 1) end d(40)" },
+	{ "escapes", "@dir/we;ird.lua",
+	  "local t = {} t['a;b\\n\\\\'] = function() capture() end t['a;b\\n\\\\']()",
+	  "we\\x3bird.lua:0;we\\x3bird.lua:a\\x3bb\\x0a\\x5c;capture" },
+	{ "unreadable memory", "@un.lua",
+	  "local function f() unreadable() end f()" },
+	{ "line lookup", "@ln.lua",
+	  "local function f(a)\n local b = a + 1\n\n return b\nend\n"
+	  "local n = jit.util.funcinfo(f).bytecodes\n"
+	  "for pos = 0, n - 1 do\n"
+	  "  assert(lineof(f, pos) == jit.util.funcinfo(f, pos).currentline, pos)\n"
+	  "end\n"
+	  "assert(lineof(f, n) == 5) assert(lineof(f, n + 1) == 0)\n"
+	  "assert(locof(f, 2) == 'ln.lua:2', locof(f, 2))\n"
+	  "assert(locof(table.foreach, 1) == '[builtin:foreach]')\n"
+	  "capture()" },
+};
+
+/* Lua source of a function spanning lines+ lines, capture() on its last one;
+ * numline decides the lineinfo width (u8 < 256 <= u16 < 65536 <= u32). */
+static char *long_function(int lines)
+{
+	const char *head = "local function f()\n", *tail = "capture() end f()";
+	size_t n = strlen(head) + lines + strlen(tail) + 1;
+	char *s = malloc(n);
+
+	if (!s)
+		return NULL;
+	strcpy(s, head);
+	memset(s + strlen(head), '\n', lines);
+	strcpy(s + strlen(head) + lines, tail);
+	return s;
+}
+
+static void run(lua_State *L, const char *name, const char *chunkname,
+		const char *code, const char *expect)
+{
+	int err;
+
+	T.expect = expect;
+	T.captures = T.bad = 0;
+	err = luaL_loadbuffer(L, code, strlen(code), chunkname) || lua_pcall(L, 0, 0, 0);
+	if (err) {
+		fprintf(stderr, "    error: %s\n", lua_tostring(L, -1));
+		lua_pop(L, 1);
+		T.bad++;
+	}
+	if (!T.captures) {
+		fprintf(stderr, "    capture() never ran\n");
+		T.bad++;
+	}
+	printf("%-4s %s\n", T.bad ? "FAIL" : "ok", name);
+	if (T.bad)
+		T.failed++;
+	else
+		T.passed++;
+}
+
+static void run_long(lua_State *L)
+{
+	static const int sizes[] = { 300, 70000 };
+	char name[64];
+	unsigned i;
+
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		char *code = long_function(sizes[i]);
+
+		snprintf(name, sizeof(name), "lineinfo of a %d-line function", sizes[i]);
+		if (code)
+			run(L, name, "@long.lua", code, NULL);
+		free(code);
+	}
+}
+
+/* ---------------------------------------------------------------------------
+ * Escaping, without Lua
+ */
+
+static void test_escape(void)
+{
+	static const struct { const char *in; size_t n; const char *out; } v[] = {
+		{ "plain name", 10, "plain name" },
+		{ "a;b", 3, "a\\x3bb" },
+		{ "l1\nl2\r", 6, "l1\\x0al2\\x0d" },
+		{ "back\\slash", 10, "back\\x5cslash" },
+		{ "\x01\x1f\x7f", 3, "\\x01\\x1f\\x7f" },
+		{ "nul\0x", 5, "nul\\x00x" },
+		{ "caf\xc3\xa9", 5, "caf\xc3\xa9" },
+		{ "", 0, "" },
+	};
+	unsigned i;
+
+	T.bad = 0;
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		struct strbuf sb = { 0 };
+
+		sym_escape(&sb, v[i].in, v[i].n);
+		check(sb.buf && !strcmp(sb.buf, v[i].out), "sym_escape", v[i].out,
+		      sb.buf ? sb.buf : "(null)");
+		strbuf__free(&sb);
+	}
+	printf("%-4s %s\n", T.bad ? "FAIL" : "ok", "escaping");
+	T.bad ? T.failed++ : T.passed++;
+}
+
+/* ---------------------------------------------------------------------------
+ * Setup: the registry entry of the loaded library
+ */
+
+static const struct lj_build *find_build(void)
+{
+	unsigned char sha[32];
+	struct elf_file *ef;
+	Dl_info info;
+	int i, ok;
+
+	if (!dladdr((void *)lua_newstate, &info) || !info.dli_fname) {
+		fprintf(stderr, "cannot locate the LuaJIT library\n");
+		return NULL;
+	}
+	ef = elf_file__open(info.dli_fname);
+	ok = ef && !elf_file__text_sha256(ef, sha);
+	elf_file__close(ef);
+	for (i = 0; ok && i < lj_nknown_builds; i++)
+		if (!memcmp(sha, lj_known_builds[i].text_sha256, 32))
+			return &lj_known_builds[i];
+	fprintf(stderr, "%s: .text matches no registry entry\n", info.dli_fname);
+	return NULL;
+}
+
+static lua_State *lua_setup(void)
+{
+	lua_State *L = luaL_newstate();
+
+	if (!L)
+		return NULL;
+	luaL_openlibs(L);
+	lua_register(L, "capture", l_capture);
+	lua_register(L, "lineof", l_lineof);
+	lua_register(L, "locof", l_locof);
+	lua_register(L, "unreadable", l_unreadable);
+	return L;
+}
+
+int main(void)
+{
+	lua_State *L;
+	unsigned i;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!(T.b = find_build()))
+		return 2;
+	printf("registry entry: %s\n", T.b->id);
+	T.sym = symbolizer__new(T.b, (struct mem_reader){ proc_read, NULL });
+	if (!T.sym || !(L = lua_setup()))
+		return 2;
+	test_escape();
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		run(L, cases[i].name, cases[i].chunkname, cases[i].code, cases[i].expect);
+	run_long(L);
+	lua_close(L);
+	symbolizer__free(T.sym);
+	printf("%d passed, %d failed\n", T.passed, T.failed);
+	return T.failed ? 1 : 0;
+}
