@@ -76,3 +76,19 @@ all: $(B)/nupp-bpf
 
 clean:
 	rm -rf $(B)/obj $(B)/*.o $(B)/*.skel.h $(B)/nupp-bpf $(B)/libnupp.a $(B)/gen
+
+# --- set-up, the example, installation ---------------------------------------
+deps:
+	$(Q)scripts/install-deps.sh
+
+# The default job on the bundled example: samples, trace aborts and a flame
+# graph of examples/demo.lua, written to example.{collapsed,svg} and
+# example-aborts.csv.
+example: deps all
+	$(B)/nupp-bpf -o example -- luajit examples/demo.lua 4
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(B)/nupp-bpf $(DESTDIR)$(PREFIX)/bin/nupp-bpf
+
+.PHONY: example

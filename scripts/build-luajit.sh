@@ -18,7 +18,7 @@ set -eu
 
 cd "$(dirname "$0")/.."
 B=${B:-build}
-PINS=luajit/pins
+PINS=${PINS:-luajit/pins}
 MULTIARCH=x86_64-linux-gnu
 
 die() { echo "build-luajit: $*" >&2; exit 1; }

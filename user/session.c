@@ -150,26 +150,38 @@ static void release(struct run *r)
 	}
 }
 
+/* Output names. record: -o FILE (default nupp-PID.collapsed). The default job
+ * writes every channel: -o NAME gives NAME.collapsed, NAME.svg and
+ * NAME-aborts.csv (default NAME nupp-PID). */
+static void output_names(struct run *r)
+{
+	const struct session_opts *o = r->o;
+	char base[4000];
+
+	if (o->output)
+		snprintf(base, sizeof(base), "%s", o->output);
+	else
+		snprintf(base, sizeof(base), "nupp-%d", r->pids[0]);
+	if (o->command_given && o->output)
+		snprintf(r->out_name, sizeof(r->out_name), "%s", o->output);
+	else
+		snprintf(r->out_name, sizeof(r->out_name), "%s.collapsed", base);
+	if (o->svg)
+		snprintf(r->svg_name, sizeof(r->svg_name), "%s", o->svg);
+	else if (!o->command_given)
+		snprintf(r->svg_name, sizeof(r->svg_name), "%s.svg", base);
+}
+
+/* Open every output now: an unwritable one fails before anything attaches. */
 static int open_output(struct run *r)
 {
-	const char *name = r->o->output;
-
-	if (!name) {
-		snprintf(r->out_name, sizeof(r->out_name), "nupp-%d.collapsed", r->pids[0]);
-		name = r->out_name;
-	} else {
-		snprintf(r->out_name, sizeof(r->out_name), "%s", name);
-	}
-	if (!strcmp(name, "-")) {
+	output_names(r);
+	if (!strcmp(r->out_name, "-")) {
 		r->out = stdout;
-	} else if (!(r->out = fopen(name, "we"))) {
-		error_line("cannot write %s: %s", name, strerror(errno));
+	} else if (!(r->out = fopen(r->out_name, "we"))) {
+		error_line("cannot write %s: %s", r->out_name, strerror(errno));
 		return -1;
 	}
-	if (r->o->svg)
-		snprintf(r->svg_name, sizeof(r->svg_name), "%s", r->o->svg);
-	else if (!r->o->command_given)
-		snprintf(r->svg_name, sizeof(r->svg_name), "nupp-%d.svg", r->pids[0]);
 	if (r->svg_name[0] && !(r->svg = fopen(r->svg_name, "we"))) {
 		error_line("cannot write %s: %s", r->svg_name, strerror(errno));
 		return -1;

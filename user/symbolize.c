@@ -475,19 +475,18 @@ static int proto_read(struct symbolizer *s, __u64 addr, struct lj_proto *pt)
 		return -EFAULT;
 	if (buf[lj->gc_gct] != GCT_PROTO)
 		return -EINVAL;
-	*pt = (struct lj_proto){
-		.addr = addr,
-		.bc = addr + lj->pt_size,
-		.k = get_u64(buf, lj->pt_k),
-		.chunkname = get_u64(buf, lj->pt_chunkname),
-		.lineinfo = get_u64(buf, lj->pt_lineinfo),
-		.uvinfo = get_u64(buf, lj->pt_uvinfo),
-		.varinfo = get_u64(buf, lj->pt_varinfo),
-		.sizebc = get_u32(buf, lj->pt_sizebc),
-		.firstline = get_u32(buf, lj->pt_firstline),
-		.numline = get_u32(buf, lj->pt_numline),
-		.sizeuv = buf[lj->pt_sizeuv],
-	};
+	memset(pt, 0, sizeof(*pt));	/* padding too: entries are memcmp'd */
+	pt->addr = addr;
+	pt->bc = addr + lj->pt_size;
+	pt->k = get_u64(buf, lj->pt_k);
+	pt->chunkname = get_u64(buf, lj->pt_chunkname);
+	pt->lineinfo = get_u64(buf, lj->pt_lineinfo);
+	pt->uvinfo = get_u64(buf, lj->pt_uvinfo);
+	pt->varinfo = get_u64(buf, lj->pt_varinfo);
+	pt->sizebc = get_u32(buf, lj->pt_sizebc);
+	pt->firstline = get_u32(buf, lj->pt_firstline);
+	pt->numline = get_u32(buf, lj->pt_numline);
+	pt->sizeuv = buf[lj->pt_sizeuv];
 	return 0;
 }
 
@@ -594,8 +593,11 @@ static int varname(struct symbolizer *s, const struct lj_proto *pt, __u32 pos,
 		if (vn < VARNAME_MAX) {
 			if (strbuf__puts(out, varname_special[vn - 1]))
 				return -ENOMEM;
-		} else if (strbuf__put(out, &(char){ (char)vn }, 1) || cursor_str(&c, out)) {
-			return -EFAULT;
+		} else {
+			int err = strbuf__put(out, &(char){ (char)vn }, 1);
+
+			if (err || (err = cursor_str(&c, out)))
+				return err;
 		}
 		if (cursor_uleb(&c, &start) || cursor_uleb(&c, &len))
 			return -EFAULT;
@@ -761,24 +763,40 @@ static long frame_pos(const struct lj_proto *pt, __u64 pc)
 	return (long)((pc - pt->bc) / 4 - 1);
 }
 
-/* The name frame i got from its caller, frame i + 1 (lj_debug_funcname). */
-static int call_name(struct symbolizer *s, const struct nupp_frame *frames, int depth,
-		     int i, const char **name)
+/* A frame's function as read: its header and, for Lua, its proto's entry. */
+struct frame_info {
+	int ok;			/* 0: its memory could not be read */
+	struct lj_fn fn;
+	struct proto_ent *pe;	/* NULL for C functions and builtins */
+};
+
+/* Read frame fr's function once, for rendering it and naming its callee. */
+static int frame_resolve(struct symbolizer *s, const struct nupp_frame *fr,
+			 struct frame_info *fi)
 {
-	struct proto_ent *pe;
-	struct lj_fn caller;
+	int err = 0;
+
+	*fi = (struct frame_info){ 0 };
+	if (fn_read(s, fr->fn, &fi->fn))
+		return 0;
+	if (fi->fn.ffid == FF_LUA && !(fi->pe = proto_get(s, fi->fn.pt, &err)))
+		return err == -ENOMEM ? err : 0;
+	fi->ok = 1;
+	return 0;
+}
+
+/* The name a frame got from its caller, the frame above it (lj_debug_funcname):
+ * call is how it was called, caller_pc the caller's pc. *name NULL: none. */
+static int call_name(struct symbolizer *s, __u64 call, const struct frame_info *caller,
+		     __u64 caller_pc, const char **name)
+{
 	long pos;
-	int err;
 
 	*name = NULL;
-	if ((frames[i].pc & NUPP_CALL_MASK) == NUPP_CALL_OTHER || i + 1 >= depth)
+	if (call == NUPP_CALL_OTHER || !caller || !caller->pe)
 		return 0;
-	if (fn_read(s, frames[i + 1].fn, &caller) || caller.ffid != FF_LUA)
-		return 0;
-	if (!(pe = proto_get(s, caller.pt, &err)))
-		return err == -ENOMEM ? err : 0;
-	pos = frame_pos(&pe->pt, frames[i + 1].pc & ~(__u64)NUPP_CALL_MASK);
-	return pos < 0 ? 0 : site_get(s, pe, (__u32)pos, name);
+	pos = frame_pos(&caller->pe->pt, caller_pc & ~(__u64)NUPP_CALL_MASK);
+	return pos < 0 ? 0 : site_get(s, caller->pe, (__u32)pos, name);
 }
 
 /* ---------------------------------------------------------------------------
@@ -792,9 +810,9 @@ static int put_unknown(struct symbolizer *s, struct strbuf *out)
 }
 
 /* A frame without a name: the 'l' form with the first line. */
-static int put_unnamed(struct strbuf *out, const struct lj_fn *fn,
-		       const struct proto_ent *pe)
+static int put_unnamed(struct strbuf *out, const struct frame_info *fi)
 {
+	const struct proto_ent *pe = fi->pe;
 	int err;
 
 	if (pe) {
@@ -803,47 +821,69 @@ static int put_unnamed(struct strbuf *out, const struct lj_fn *fn,
 		return strbuf__puts(out, ":") ||
 		       put_int(out, (int)pe->pt.firstline) ? -ENOMEM : 0;
 	}
-	if (fn->ffid > FF_C) {
-		return strbuf__puts(out, "[builtin#") || put_int(out, fn->ffid) ||
+	if (fi->fn.ffid > FF_C) {
+		return strbuf__puts(out, "[builtin#") || put_int(out, fi->fn.ffid) ||
 		       strbuf__puts(out, "]") ? -ENOMEM : 0;
 	}
-	return strbuf__puts(out, "@") || put_ptr(out, fn->f) ? -ENOMEM : 0;
+	return strbuf__puts(out, "@") || put_ptr(out, fi->fn.f) ? -ENOMEM : 0;
+}
+
+/* Frame i, resolved as self; caller is frame i + 1, NULL when absent. */
+static int frame_render(struct symbolizer *s, const struct nupp_frame *frames, int i,
+			const struct frame_info *self, const struct frame_info *caller,
+			struct strbuf *out)
+{
+	const char *name;
+	int err;
+
+	if (!self->ok)
+		return put_unknown(s, out);
+	err = call_name(s, frames[i].pc & NUPP_CALL_MASK, caller,
+			caller ? frames[i + 1].pc : 0, &name);
+	if (err)
+		return err;
+	if (!name)
+		return put_unnamed(out, self);
+	if (self->pe && !self->pe->builtin &&
+	    (strbuf__puts(out, self->pe->module) || strbuf__puts(out, ":")))
+		return -ENOMEM;
+	return strbuf__puts(out, name) ? -ENOMEM : 0;
 }
 
 int symbolizer__frame(struct symbolizer *s, const struct nupp_frame *frames,
 		      int depth, int i, struct strbuf *out)
 {
-	struct proto_ent *pe = NULL;
-	const char *name;
-	struct lj_fn fn;
+	struct frame_info self, caller;
 	int err;
 
 	cache_bound(s);
-	if (fn_read(s, frames[i].fn, &fn))
-		return put_unknown(s, out);
-	/* The name first: its entry stays valid while the proto is looked up. */
-	if ((err = call_name(s, frames, depth, i, &name)))
+	if ((err = frame_resolve(s, &frames[i], &self)))
 		return err;
-	if (fn.ffid == FF_LUA && !(pe = proto_get(s, fn.pt, &err)))
-		return err == -ENOMEM ? err : put_unknown(s, out);
-	if (!name)
-		return put_unnamed(out, &fn, pe);
-	if (pe && !pe->builtin && (strbuf__puts(out, pe->module) || strbuf__puts(out, ":")))
-		return -ENOMEM;
-	return strbuf__puts(out, name) ? -ENOMEM : 0;
+	if (i + 1 < depth && (err = frame_resolve(s, &frames[i + 1], &caller)))
+		return err;
+	return frame_render(s, frames, i, &self, i + 1 < depth ? &caller : NULL, out);
 }
 
 int symbolizer__stack(struct symbolizer *s, const struct nupp_frame *frames,
 		      int depth, struct strbuf *out)
 {
+	struct frame_info fi[2];	/* frame i and its caller, i + 1 */
 	int i, r, unknown = 0;
 
+	cache_bound(s);
 	if (strbuf__put(out, "", 0))
 		return -ENOMEM;
+	/* Outermost first, so each frame is read once: as itself, then as the
+	 * caller of the next. */
 	for (i = depth - 1; i >= 0; i--) {
+		struct frame_info *self = &fi[i & 1], *caller = &fi[(i + 1) & 1];
+
+		if ((r = frame_resolve(s, &frames[i], self)))
+			return r;
 		if (i != depth - 1 && strbuf__puts(out, ";"))
 			return -ENOMEM;
-		if ((r = symbolizer__frame(s, frames, depth, i, out)) < 0)
+		r = frame_render(s, frames, i, self, i + 1 < depth ? caller : NULL, out);
+		if (r < 0)
 			return r;
 		unknown += r;
 	}

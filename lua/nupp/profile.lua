@@ -1,0 +1,316 @@
+----------------------------------------------------------------------------
+-- nupp.profile: where the time went, and whether it went there compiled.
+--
+-- Example usage:
+--
+--   local profile = require("nupp.profile")
+--   local session = profile.sample({intervalMs = 5, zone = "frame/render"})
+--   render()
+--   local report = session:stop("render.collapsed")
+--   print(report.samples, report.stacks)
+--
+--   local aborts = profile.trace()
+--   render()
+--   print(aborts:stop("aborts.csv"))   -- CSV, one row per abort site
+--
+-- profile.sample options: intervalMs (10), stackDepth (16), zone (a zone
+-- path prefix kept at stop), root (the module the stacks are cut back to).
+-- profile.trace options: includeBenign (false).
+--
+-- Backends. A session runs on BPF probes attached to this very process when
+-- the C module nupp.profile.bpf loads and says it can, and on jit.profile
+-- and jit.attach (nupp.profile.inprocess) otherwise. The environment
+-- variable NUPP_BACKEND=bpf|inprocess forces one; a forced backend that
+-- cannot run raises. session.backend and report.backend say which ran.
+--
+-- Backend interface (what nupp.profile.bpf must provide, as inprocess does):
+--   backend.name               "bpf" | "inprocess"
+--   backend.available()        true, or false plus a reason
+--   backend.sample(opts, add) -> handle
+--     opts = {intervalMs = integer, stackDepth = integer}, both validated.
+--     add(zonePath, stack, state, n) records n samples:
+--       zonePath  the open zone path, "" when none (a BPF sampler reads the
+--                 id at nupp_zone_state.current and maps it with
+--                 require("nupp.profile.zone").path(id))
+--       stack     frames outermost first, ";" between them, no trailing ";",
+--                 named as jit.profile.dumpstack's "F" format does
+--                 ("<chunk basename>:<name>", builtins by jit.vmdef.ffnames)
+--       state     "N" compiled, "I" interpreted, "C" C code, "G" GC,
+--                 "J" compiler (the chars of jit.profile's vmstate)
+--     handle.pause(), handle.resume()  drop samples while paused
+--     handle.stop()   detach; every add for earlier samples has been made
+--                     when it returns
+--   backend.trace(opts, add) -> handle
+--     add(err, info, location, blacklisted, zonePath) records one abort:
+--       err       jit.vmdef.traceerr index, or the object a Lua error threw
+--                 during recording
+--       info      the error's info: a number (NYI bytecode or IR op), a
+--                 string (a function, already named), or nil
+--       location  "chunk:line" of the function being recorded, as
+--                 jit.util.funcinfo(func, pc).loc renders it (chunk basename)
+--       blacklisted  true when this abort blacklisted the trace's start
+--     handle.pause(), handle.resume(), handle.stop() as above
+--     handle.callback  the jit.attach handler, when there is one
+-- Every abort goes to add; the benign filter and the reason identities are
+-- applied here.
+----------------------------------------------------------------------------
+
+local trace = require("nupp.profile.trace")
+local type, error, pairs, ipairs, pcall, require = type, error, pairs, ipairs, pcall, require
+local tostring, setmetatable, floor = tostring, setmetatable, math.floor
+local concat, sort = table.concat, table.sort
+local sub, find, gmatch = string.sub, string.find, string.gmatch
+local getenv, time, open = os.getenv, os.time, io.open
+
+local M = {}
+
+local running = {}	-- running.sample, running.trace: the live session
+
+local function raise(msg) error("nupp.profile: "..msg, 3) end
+
+-- The backend for a new session: forced by NUPP_BACKEND, else bpf if it can.
+local function backend()
+  local want = getenv("NUPP_BACKEND")
+  if want and want ~= "" and want ~= "bpf" and want ~= "inprocess" then
+    raise("NUPP_BACKEND must be bpf or inprocess, not "..want)
+  end
+  if want ~= "inprocess" then
+    local ok, bpf = pcall(require, "nupp.profile.bpf")
+    local why = bpf
+    if ok then
+      local can, reason = bpf.available()
+      if can then return bpf end
+      why = reason
+    end
+    if want == "bpf" then raise("bpf backend unavailable: "..tostring(why)) end
+  end
+  return require("nupp.profile.inprocess")
+end
+
+local function check(opts, name, kind, default)
+  local v = opts[name]
+  if v == nil then return default end
+  if kind == "posint" then
+    if type(v) ~= "number" or v < 1 or v ~= floor(v) then
+      raise(name.." must be a positive integer")
+    end
+  elseif type(v) ~= kind then
+    raise(name.." must be a "..kind)
+  end
+  return v
+end
+
+local function options(opts)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then raise("options must be a table") end
+  return opts
+end
+
+local function writefile(filename, text)
+  if filename == nil then return end
+  if type(filename) ~= "string" then raise("filename must be a string") end
+  local f, err = open(filename, "wb")
+  if not f then raise("cannot write "..err) end
+  f:write(text)
+  f:close()
+end
+
+-- Shared lifecycle of both session kinds.
+local function lifecycle(methods)
+  function methods:pause()
+    if self.stopped then raise("pause: the session has stopped") end
+    if not self.paused then
+      self.paused = true
+      self.handle.pause()
+    end
+  end
+  function methods:resume()
+    if self.stopped then raise("resume: the session has stopped") end
+    if self.paused then
+      self.paused = false
+      self.handle.resume()
+    end
+  end
+  return methods
+end
+
+----------------------------------------------------------------------------
+-- Sampling.
+
+local statefield = { N = "compiled", I = "interpreted", C = "cCode",
+		     G = "collecting", J = "compiling" }
+
+local SampleSession = lifecycle({})
+SampleSession.__index = SampleSession
+
+local SampleReport = { __tostring = function(r) return r.text end }
+
+-- Does zone path p lie in the subtree the filter names?
+local function inzone(p, filter)
+  if filter == nil or filter == "" or p == filter then return true end
+  local n = #filter
+  if sub(p, 1, n) ~= filter then return false end
+  return sub(filter, -1) == "/" or sub(p, n + 1, n + 1) == "/"
+end
+
+-- stack cut back to its outermost frame from module root.
+local function cut(stack, root)
+  if root == nil then return stack end
+  local prefix = root..":"
+  if sub(stack, 1, #prefix) == prefix then return stack end
+  local at = find(stack, ";"..prefix, 1, true)
+  return at and sub(stack, at + 1) or stack
+end
+
+local function samplereport(s)
+  local counts, samples = {}, 0
+  for zp, bystack in pairs(s.aggregate) do
+    if inzone(zp, s.zoneFilter) then
+      for stack, rec in pairs(bystack) do
+	local key = cut(stack, s.root)
+	counts[key] = (counts[key] or 0) + rec.count
+	samples = samples + rec.count
+      end
+    end
+  end
+  local keys = {}
+  for k in pairs(counts) do keys[#keys + 1] = k end
+  sort(keys, function(a, b)
+    local ca, cb = counts[a], counts[b]
+    if ca ~= cb then return ca > cb end
+    return a < b
+  end)
+  local lines = {}
+  for i, k in ipairs(keys) do lines[i] = k.." "..counts[k].."\n" end
+  return setmetatable({ intervalMs = s.intervalMs, samples = samples,
+    stacks = #keys, text = concat(lines), backend = s.backend }, SampleReport)
+end
+
+function SampleSession:stop(filename)
+  if self.stopped then raise("stop: the session has stopped") end
+  self.handle.stop()
+  self.stopped = true
+  running.sample = nil
+  local report = samplereport(self)
+  writefile(filename, report.text)
+  return report
+end
+
+function M.sample(opts)
+  opts = options(opts)
+  local s = {
+    intervalMs = check(opts, "intervalMs", "posint", 10),
+    zoneFilter = check(opts, "zone", "string", nil),
+    root = check(opts, "root", "string", nil),
+    paused = false,
+    stopped = false,
+    aggregate = {},
+  }
+  local depth = check(opts, "stackDepth", "posint", 16)
+  if s.root then s.root = s.root:gsub(":$", "") end
+  if running.sample then raise("a sample session is already running") end
+  local b = backend()
+  s.backend = b.name
+  local agg = s.aggregate
+  local function add(zp, stack, state, n)
+    local bystack = agg[zp]
+    if not bystack then bystack = {}; agg[zp] = bystack end
+    local rec = bystack[stack]
+    if not rec then
+      rec = { zonePath = zp, stack = stack, count = 0, compiled = 0,
+	      interpreted = 0, cCode = 0, collecting = 0, compiling = 0 }
+      bystack[stack] = rec
+    end
+    local f = statefield[state] or "compiling"
+    rec.count = rec.count + n
+    rec[f] = rec[f] + n
+  end
+  s.handle = b.sample({ intervalMs = s.intervalMs, stackDepth = depth }, add)
+  running.sample = s
+  return setmetatable(s, SampleSession)
+end
+
+----------------------------------------------------------------------------
+-- Trace aborts.
+
+local TraceSession = lifecycle({})
+TraceSession.__index = TraceSession
+
+local TraceReport = { __tostring = function(r) return trace.csv(r.sites) end }
+
+local rank = trace.severityRank
+
+local function siteorder(a, b)
+  if a.severity ~= b.severity then return rank[a.severity] < rank[b.severity] end
+  if a.count ~= b.count then return a.count > b.count end
+  if a.reason ~= b.reason then return a.reason < b.reason end
+  if a.location ~= b.location then return a.location < b.location end
+  return a.zonePath < b.zonePath
+end
+
+function TraceSession:stop(filename)
+  if self.stopped then raise("stop: the session has stopped") end
+  self.handle.stop()
+  self.stopped = true
+  running.trace = nil
+  local sites = {}
+  for _, site in pairs(self.sites) do
+    local c = {}
+    for k, v in pairs(site) do c[k] = v end
+    sites[#sites + 1] = c
+  end
+  sort(sites, siteorder)
+  local report = setmetatable({
+    durationSec = time() - self.startedAt,
+    totalAborts = self.totalAborts,
+    blacklisted = self.blacklisted,
+    sites = sites,
+    traceProfile = trace.profileCopy(),
+    reasonCatalogId = trace.catalogId,
+    reasonCatalogVersion = trace.catalogVersion,
+    backend = self.backend,
+  }, TraceReport)
+  writefile(filename, tostring(report))
+  return report
+end
+
+function M.trace(opts)
+  opts = options(opts)
+  local s = {
+    includeBenign = check(opts, "includeBenign", "boolean", false),
+    startedAt = time(),
+    paused = false,
+    stopped = false,
+    sites = {},
+    totalAborts = 0,
+    blacklisted = 0,
+    traceProfile = trace.profile(),
+  }
+  if running.trace then raise("a trace session is already running") end
+  local b = backend()
+  s.backend = b.name
+  local sites, benign = s.sites, s.includeBenign
+  local function add(err, info, location, blacklisted, zp)
+    local reason, raw, id = trace.describe(err, info)
+    local severity = blacklisted and "blacklist" or
+		     (id.severity == "info" and "info" or "warn")
+    if severity == "info" and not benign then return end
+    local key = severity.."\0"..reason.."\0"..location.."\0"..zp
+    local site = sites[key]
+    if not site then
+      site = { severity = severity, count = 0, reason = reason,
+	       reasonId = id.reasonId, reasonClass = id.reasonClass,
+	       rawReason = raw, location = location, zonePath = zp }
+      sites[key] = site
+    end
+    site.count = site.count + 1
+    s.totalAborts = s.totalAborts + 1
+    if blacklisted then s.blacklisted = s.blacklisted + 1 end
+  end
+  s.handle = b.trace({ includeBenign = s.includeBenign }, add)
+  s.callback = s.handle.callback or function() end
+  running.trace = s
+  return setmetatable(s, TraceSession)
+end
+
+return M

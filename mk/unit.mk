@@ -1,0 +1,30 @@
+# unit.mk - tests that need no root and no BPF.
+#   make unit-test     build and run every tests/unit/test_*.c
+# A test links the build registry and the userspace sources listed for it
+# below, compiled here without the BPF skeletons.
+
+UNIT_DIR    := $(B)/unit
+UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
+UNIT_TESTS  := $(patsubst tests/unit/%.c,$(UNIT_DIR)/%,$(UNIT_SRCS))
+LUAJIT_INC  ?= /usr/include/luajit-2.1
+UNIT_LDLIBS := -lluajit-5.1 -lelf -lz -lcrypto -ldl
+
+.PHONY: unit-test
+test: unit-test
+
+$(UNIT_DIR)/%.o: user/%.c $(wildcard user/*.h bpf/*.h)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(UNIT_DIR)/test_%.o: tests/unit/test_%.c $(wildcard user/*.h bpf/*.h)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) -I$(LUAJIT_INC) $(CFLAGS) -c $< -o $@
+
+$(UNIT_DIR)/test_symbolize: $(patsubst %,$(UNIT_DIR)/%.o,symbolize procmem elf_file)
+
+$(UNIT_DIR)/test_%: $(UNIT_DIR)/test_%.o $(B)/obj/lj_builds.o
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $^ $(UNIT_LDLIBS) -o $@
+
+unit-test: $(UNIT_TESTS)
+	$(Q)for t in $(UNIT_TESTS); do echo "== $$t"; $$t || exit 1; done
