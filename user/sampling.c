@@ -17,6 +17,7 @@
 #include "sampler.skel.h"
 #include "../bpf/sampler.h"
 #include "symbolize.h"
+#include "zones.h"
 
 #define MAX_TARGETS 64
 
@@ -24,6 +25,8 @@ struct target {
 	const struct lj_target *t;
 	pid_t pid;			/* storage the memory reader points at */
 	struct symbolizer *sym;
+	struct zones *zones;
+	struct nupp_proc proc;		/* as configured in the procs map */
 };
 
 struct sampler {
@@ -36,6 +39,7 @@ struct sampler {
 	struct keymap seen;		/* kernel key -> row index in rows, -2 unsymbolized */
 	struct profile rows;		/* rows with counts still 0 until collect */
 	__u64 unsymbolized_keys;
+	unsigned polls;
 };
 
 static const char *const err_names[NUPP_ERR_MAX] = {
@@ -149,45 +153,68 @@ void sampler__close(struct sampler *s)
 		bpf_link__destroy(s->links[i]);
 	free(s->links);
 	sampler_bpf__destroy(s->skel);
-	for (int i = 0; i < s->ntargets; i++)
+	for (int i = 0; i < s->ntargets; i++) {
 		symbolizer__free(s->targets[i].sym);
+		zones__free(s->targets[i].zones);
+	}
 	keymap__free(&s->seen);
 	profile__free(&s->rows);
 	free(s);
 }
 
-int sampler__add_target(struct sampler *s, const struct lj_target *t, __u64 zone_cur,
-			char *err, size_t errsz)
+/* Write a target's entry of the procs map. */
+static int configure(struct sampler *s, struct target *tg)
+{
+	__u32 pid = tg->pid;
+
+	return bpf_map__update_elem(s->skel->maps.procs, &pid, sizeof(pid), &tg->proc,
+				    sizeof(tg->proc), BPF_ANY);
+}
+
+/* Once the target's zone module shows up, samples carry its zone ids. */
+static void refresh_zones(struct sampler *s, struct target *tg)
+{
+	if (zones__refresh(tg->zones)) {
+		tg->proc.zone_cur = zones__current_addr(tg->zones);
+		configure(s, tg);
+	}
+}
+
+int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err, size_t errsz)
 {
 	struct target *tg;
-	struct nupp_proc proc = {
-		.lj = t->layout,
-		.vm_lo = t->vm_lo,
-		.vm_hi = t->vm_hi,
-		.g = t->ngs == 1 ? t->gs[0] : 0,
-		.zone_cur = zone_cur,
-	};
-	__u32 pid = t->pid;
 
 	if (s->ntargets == MAX_TARGETS) {
 		snprintf(err, errsz, "too many target processes (at most %d)", MAX_TARGETS);
 		return -1;
 	}
 	tg = &s->targets[s->ntargets];
+	memset(tg, 0, sizeof(*tg));
 	tg->t = t;
 	tg->pid = t->pid;
+	tg->proc = (struct nupp_proc){
+		.lj = t->layout,
+		.vm_lo = t->vm_lo,
+		.vm_hi = t->vm_hi,
+		.g = t->ngs == 1 ? t->gs[0] : 0,
+	};
 	tg->sym = symbolizer__new(lj_target__build(t), procmem__reader(&tg->pid));
-	if (!tg->sym) {
+	tg->zones = zones__new(t->pid);
+	if (!tg->sym || !tg->zones) {
 		snprintf(err, errsz, "out of memory");
-		return -1;
+		goto fail;
 	}
-	if (bpf_map__update_elem(s->skel->maps.procs, &pid, sizeof(pid), &proc, sizeof(proc), BPF_ANY)) {
+	if (configure(s, tg)) {
 		snprintf(err, errsz, "failed to configure PID %d: %s", t->pid, strerror(errno));
-		symbolizer__free(tg->sym);
-		return -1;
+		goto fail;
 	}
+	refresh_zones(s, tg);
 	s->ntargets++;
 	return 0;
+fail:
+	symbolizer__free(tg->sym);
+	zones__free(tg->zones);
+	return -1;
 }
 
 void sampler__pause(struct sampler *s, bool paused)
@@ -217,7 +244,8 @@ static int symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
 		if (unknown == -ENOMEM)
 			return -1;
 		if (unknown < k->depth)
-			row = profile__add(&s->rows, k->pid, k->tid, k->g, "", stack.buf ? stack.buf : "");
+			row = profile__add(&s->rows, k->pid, k->tid, k->g, zones__path(tg->zones, k->zone),
+					   stack.buf ? stack.buf : "");
 		if (row == -1)
 			return -1;
 	}
@@ -238,6 +266,9 @@ int sampler__poll(struct sampler *s)
 		ret = -ENOMEM;
 		goto out;
 	}
+	if (s->polls++ % 10 == 0)	/* a zone module may have been loaded */
+		for (int i = 0; i < s->ntargets; i++)
+			refresh_zones(s, &s->targets[i]);
 	while (!bpf_map_get_next_key(fd, prev, next)) {
 		if (keymap__get(&s->seen, next, s->key_size) == -1 && symbolize_key(s, next)) {
 			ret = -ENOMEM;

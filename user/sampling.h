@@ -43,10 +43,9 @@ struct sampler;
 struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t errsz);
 void sampler__close(struct sampler *s);
 
-/* Start sampling the process of t (t must outlive the sampler). zone_cur
- * is the address of the target's current-zone word, 0 for none. */
-int sampler__add_target(struct sampler *s, const struct lj_target *t, __u64 zone_cur,
-			char *err, size_t errsz);
+/* Start sampling the process of t (t must outlive the sampler). Samples
+ * carry the zone path open in the target once its zone module is found. */
+int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err, size_t errsz);
 
 /* Suspend or resume recording; the timer keeps firing. */
 void sampler__pause(struct sampler *s, bool paused);

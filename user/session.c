@@ -201,7 +201,7 @@ static int attach_target(struct run *r, int i, bool final)
 		error_line("%s", r->err);
 		return -1;
 	}
-	if (sampler__add_target(r->sampler, t, 0, r->err, sizeof(r->err))) {
+	if (sampler__add_target(r->sampler, t, r->err, sizeof(r->err))) {
 		error_line("%s", r->err);
 		return -1;
 	}

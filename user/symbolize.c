@@ -358,9 +358,10 @@ static __u32 get_u32(const unsigned char *p, __u32 off)
 	return v;
 }
 
-/* The bytes of GCstr str, cut at the first NUL as C string users of
- * strdata() see them; first at most max bytes. 0 or -errno. */
-static int str_read(struct symbolizer *s, __u64 str, __u32 max, struct strbuf *out)
+/* The first max bytes at most of GCstr str; cut at the first NUL when cut
+ * is set, as the C string users of strdata() see it. 0 or -errno. */
+static int str_read(struct symbolizer *s, __u64 str, __u32 max, int cut,
+		    struct strbuf *out)
 {
 	const struct lj_layout *lj = s->lj;
 	unsigned char hdr[64];
@@ -379,7 +380,7 @@ static int str_read(struct symbolizer *s, __u64 str, __u32 max, struct strbuf *o
 		return err;
 	if (len && rd(s, out->buf, len, str + lj->str_size))
 		return -EFAULT;
-	out->len = strnlen(out->buf, len);
+	out->len = cut ? strnlen(out->buf, len) : len;
 	out->buf[out->len] = '\0';
 	return 0;
 }
@@ -525,8 +526,12 @@ static int module_put(struct strbuf *out, const char *name, size_t len, int buil
 static int module_make(struct symbolizer *s, struct proto_ent *pe)
 {
 	struct strbuf raw = { 0 }, mod = { 0 };
-	int err = str_read(s, pe->pt.chunkname, STR_MAX, &raw);
+	int err = str_read(s, pe->pt.chunkname, 256, 0, &raw);
 
+	/* A chunk loaded from a string is named by its source, which can be
+	 * long: read all of the name only when more than its first byte counts. */
+	if (!err && raw.len == 256 && (pe->builtin || raw.buf[0] == '@' || raw.buf[0] == '='))
+		err = str_read(s, pe->pt.chunkname, STR_MAX, 0, &raw);
 	if (!err)
 		err = module_put(&mod, raw.buf, raw.len, pe->builtin);
 	strbuf__free(&raw);
@@ -614,6 +619,7 @@ static int uvname(struct symbolizer *s, const struct lj_proto *pt, __u32 idx,
 		  struct strbuf *out)
 {
 	struct cursor c;
+	int err;
 
 	strbuf__reset(out);
 	if (!pt->uvinfo)
@@ -622,9 +628,9 @@ static int uvname(struct symbolizer *s, const struct lj_proto *pt, __u32 idx,
 		return NAME_NONE;
 	cursor_init(&c, s, pt->uvinfo);
 	while (idx--)
-		if (cursor_str(&c, NULL))
-			return -EFAULT;
-	return cursor_str(&c, out) ? -EFAULT : NAME_FOUND;
+		if ((err = cursor_str(&c, NULL)))
+			return err;
+	return (err = cursor_str(&c, out)) ? err : NAME_FOUND;
 }
 
 /* The string constant ~d of pt (proto_kgc), cut at its first NUL. */
@@ -635,7 +641,7 @@ static int kgc_name(struct symbolizer *s, const struct lj_proto *pt, __u32 d,
 
 	if (rd(s, &str, 8, pt->k - 8 * ((__u64)d + 1)))
 		return -EFAULT;
-	return str_read(s, str, STR_MAX, out) ? -EFAULT : NAME_FOUND;
+	return str_read(s, str, STR_MAX, 1, out) ? -EFAULT : NAME_FOUND;
 }
 
 /* What the instruction that wrote slot names, for an instruction whose A

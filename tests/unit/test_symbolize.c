@@ -328,6 +328,11 @@ static const struct tcase cases[] = {
 	  "load('local function x() capture() end x()', '=some/dir/named')()", NULL },
 	{ "@ chunk, backslashes", "=(load)",
 	  "loadstring('local y = function() capture() end y()', '@C:\\\\dir\\\\w.lua')()", NULL },
+	{ "long @ chunkname", "=(load)",
+	  "loadstring('local function x() capture() end x()',"
+	  " '@' .. string.rep('dir/', 100) .. 'long.lua')()", NULL },
+	{ "long string chunk", "=(load)",
+	  "loadstring(string.rep(' ', 300) .. 'local function x() capture() end x()')()", NULL },
 	{ "= chunk", "=stdin", "local function f() capture() end f()", NULL },
 	{ "bytecode builtin", "@bb.lua",
 	  "table.foreach({ 1 }, function() capture() end)", NULL },
