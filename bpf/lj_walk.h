@@ -27,6 +27,23 @@ struct lj_walk {
 	struct nupp_frame *frames;
 };
 
+/* The stable identity of GCfunc fn (struct nupp_frame.fn); 0 on a read fault. */
+static __always_inline __u64 lj_walk_fn_id(const struct lj_walk *w, __u64 fn)
+{
+	const struct lj_layout *lj = w->lj;
+	__u64 v = 0;
+	__u8 ffid;
+
+	if (LJ_READ(&ffid, 1, fn + lj->fn_ffid))
+		return 0;
+	if (ffid > 1)
+		return NUPP_FN(NUPP_FN_FF, ffid);
+	if (LJ_READ(&v, 8, fn + (ffid ? lj->fn_f : lj->fn_pc)) || !v)
+		return 0;
+	/* A Lua function's pc is proto_bc(pt): the bytecode follows the proto. */
+	return ffid ? NUPP_FN(NUPP_FN_C, v) : NUPP_FN(NUPP_FN_LUA, v - lj->pt_size);
+}
+
 /* Emit the frame at w->f and move to the one below it. 0: go on, 1: stop. */
 static __always_inline int lj_walk_step(struct lj_walk *w)
 {
@@ -57,7 +74,13 @@ static __always_inline int lj_walk_step(struct lj_walk *w)
 			     (link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT ? NUPP_CALL_CONT :
 			     NUPP_CALL_OTHER;
 		struct nupp_frame *fr = &w->frames[w->depth & (NUPP_MAX_DEPTH - 1)];
-		fr->fn = fn;
+		__u64 id = lj_walk_fn_id(w, fn);
+
+		if (!id) {
+			w->err = NUPP_ERR_READ + 1;
+			return 1;
+		}
+		fr->fn = id;
 		fr->pc = w->pc | call;
 		w->depth++;
 	}

@@ -16,11 +16,24 @@ enum nupp_call {
 	NUPP_CALL_MASK	= 3,
 };
 
+/* What runs in a frame, by an identity that outlives the GCfunc: closures
+ * are often short-lived, their proto, C function or builtin number are not.
+ * The kind sits in the top byte of nupp_frame.fn (user addresses use 47 bits). */
+enum nupp_fn_kind {
+	NUPP_FN_LUA	= 0,	/* low bits: GCproto * */
+	NUPP_FN_C	= 1,	/* low bits: lua_CFunction */
+	NUPP_FN_FF	= 2,	/* low bits: ffid of a builtin (fast function) */
+};
+#define NUPP_FN_SHIFT		56
+#define NUPP_FN(kind, v)	((__u64)(kind) << NUPP_FN_SHIFT | (v))
+#define NUPP_FN_KIND(fn)	((__u32)((fn) >> NUPP_FN_SHIFT))
+#define NUPP_FN_VALUE(fn)	((fn) & ((1ULL << NUPP_FN_SHIFT) - 1))
+
 /* One Lua stack frame as the sampler saw it. */
 struct nupp_frame {
-	__u64 fn;	/* GCfunc * running in this frame */
-	__u64 pc;	/* current BCIns * in fn, pointing after the instruction
-			 * (0 unknown) | enum nupp_call in the low 2 bits */
+	__u64 fn;	/* NUPP_FN(enum nupp_fn_kind, identity) */
+	__u64 pc;	/* current BCIns * in the function, pointing after the
+			 * instruction (0 unknown) | enum nupp_call in the low 2 bits */
 };
 
 /* VM states of the spec's Sample record. */

@@ -14,7 +14,6 @@
 /* GC header byte gct (~itype) of the objects read here; fixed in LuaJIT 2.1. */
 #define GCT_STR		4
 #define GCT_PROTO	7
-#define GCT_FUNC	8
 
 #define FF_LUA		0	/* GCfunc ffid: Lua function */
 #define FF_C		1	/* GCfunc ffid: C function; > FF_C: builtin */
@@ -451,20 +450,27 @@ static int cursor_str(struct cursor *c, struct strbuf *out)
 	return b < 0 ? -EFAULT : 0;
 }
 
-static int fn_read(struct symbolizer *s, __u64 addr, struct lj_fn *fn)
+/* What runs in a frame, from its recorded identity (struct nupp_frame.fn). */
+static int fn_decode(__u64 id, struct lj_fn *fn)
 {
-	const struct lj_layout *lj = s->lj;
-	unsigned char buf[128];
-	__u32 n = lj->fn_pc > lj->fn_f ? lj->fn_pc : lj->fn_f;
+	__u64 v = NUPP_FN_VALUE(id);
 
-	if (n + 8 > sizeof(buf) || lj->fn_ffid >= n || rd(s, buf, n + 8, addr))
-		return -EFAULT;
-	if (buf[lj->gc_gct] != GCT_FUNC)
+	*fn = (struct lj_fn){ 0 };
+	switch (NUPP_FN_KIND(id)) {
+	case NUPP_FN_LUA:
+		fn->ffid = FF_LUA;
+		fn->pt = v;
+		return 0;
+	case NUPP_FN_C:
+		fn->ffid = FF_C;
+		fn->f = v;
+		return 0;
+	case NUPP_FN_FF:
+		fn->ffid = (__u8)v;
+		return v > FF_C && v < 256 ? 0 : -EINVAL;
+	default:
 		return -EINVAL;
-	fn->ffid = buf[lj->fn_ffid];
-	fn->pt = fn->ffid == FF_LUA ? get_u64(buf, lj->fn_pc) - lj->pt_size : 0;
-	fn->f = get_u64(buf, lj->fn_f);
-	return 0;
+	}
 }
 
 static int proto_read(struct symbolizer *s, __u64 addr, struct lj_proto *pt)
@@ -783,7 +789,7 @@ static int frame_resolve(struct symbolizer *s, const struct nupp_frame *fr,
 	int err = 0;
 
 	*fi = (struct frame_info){ 0 };
-	if (fn_read(s, fr->fn, &fi->fn))
+	if (fn_decode(fr->fn, &fi->fn))
 		return 0;
 	if (fi->fn.ffid == FF_LUA && !(fi->pe = proto_get(s, fi->fn.pt, &err)))
 		return err == -ENOMEM ? err : 0;
@@ -930,7 +936,7 @@ int symbolizer__frame_line(struct symbolizer *s, const struct nupp_frame *fr)
 	struct lj_fn fn;
 	long pos;
 
-	if (fn_read(s, fr->fn, &fn) || fn.ffid != FF_LUA || proto_read(s, fn.pt, &p))
+	if (fn_decode(fr->fn, &fn) || fn.ffid != FF_LUA || proto_read(s, fn.pt, &p))
 		return -1;
 	pos = frame_pos(&p, fr->pc & ~(__u64)NUPP_CALL_MASK);
 	return pos < 0 ? -1 : line_of(s, &p, (__u32)pos);

@@ -1,0 +1,371 @@
+# SPDX-License-Identifier: MIT
+"""Shared fixtures and helpers for the nupp-bpf test suite.
+
+What lives here is generic: where the build products are, how to run
+nupp-bpf and the LuaJIT builds, and how to read collapsed stacks and the
+summary nupp-bpf prints on stderr.
+
+Policy: a test that cannot run is a failure, not a skip. The BPF tests need
+root and kernel BTF; without them the `privileged` fixture fails the test
+with the reason. A skip from anywhere else is turned into a failure too
+(see pytest_runtest_makereport), so `pytest -q tests/` passing means every
+test ran. xfail (with a reason) stays allowed.
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build"
+NUPP = BUILD / "nupp-bpf"
+WORKLOADS = ROOT / "tests" / "workloads"
+LUAHOST = BUILD / "tests" / "luahost"
+STOCK = BUILD / "stock"
+PINNED = BUILD / "luajit"
+MULTIARCH = "usr/lib/x86_64-linux-gnu"
+BTF = Path("/sys/kernel/btf/vmlinux")
+
+
+# --- skip is failure ----------------------------------------------------------
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped and not hasattr(rep, "wasxfail"):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        rep.outcome = "failed"
+        rep.longrepr = f"skipped, and a skip counts as a failure in this suite: {reason}"
+
+
+def _privilege_problem():
+    if os.geteuid() != 0:
+        return "the BPF tests must run as root (they load BPF programs for real); run `sudo make test`"
+    if not BTF.exists():
+        return f"the kernel has no BTF ({BTF} is missing); nupp-bpf needs CONFIG_DEBUG_INFO_BTF"
+    if not NUPP.exists():
+        return f"{NUPP} is not built; run `make` first"
+    return None
+
+
+@pytest.fixture(scope="session")
+def privileged():
+    """Root, kernel BTF and a built nupp-bpf, or the test FAILS saying which is missing."""
+    problem = _privilege_problem()
+    if problem:
+        pytest.fail(problem, pytrace=False)
+
+
+# --- LuaJIT builds -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class LuaBuild:
+    """A way to run a Lua script: `argv + [script, args...]` with `env` added."""
+    name: str
+    argv: tuple
+    env: tuple = ()			# (("LD_LIBRARY_PATH", "..."), ...)
+    embedded: bool = False		# a C host embedding libluajit (no luajit main)
+
+    def command(self, script, *args):
+        return [*self.argv, str(script), *map(str, args)]
+
+    def environ(self, base=None):
+        e = dict(os.environ if base is None else base)
+        e.update(dict(self.env))
+        return e
+
+
+def _host(name, libdir):
+    return LuaBuild(name, (str(LUAHOST),), (("LD_LIBRARY_PATH", str(libdir)),), True)
+
+
+def _pinned_libdir(tree):
+    """The pinned rebuild's libluajit.so under its soname, for LD_LIBRARY_PATH."""
+    d = BUILD / "tests" / "lib" / tree
+    lib = PINNED / tree / "src" / "libluajit.so"
+    link = d / "libluajit-5.1.so.2"
+    if lib.exists() and not link.exists():
+        d.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(lib)
+    return d
+
+
+BUILDS = {
+    "stock-luajit": LuaBuild("stock-luajit", ("/usr/bin/luajit",)),
+    "stock-luajit-host": _host("stock-luajit-host", STOCK / "luajit" / MULTIARCH),
+    # luajit2's executable links LuaJIT statically (no libluajit NEEDED).
+    "stock-luajit2": LuaBuild("stock-luajit2", (str(STOCK / "luajit2/usr/bin/luajit"),)),
+    "stock-luajit2-host": _host("stock-luajit2-host", STOCK / "luajit2" / MULTIARCH),
+    "pinned-luajit": LuaBuild("pinned-luajit", (str(PINNED / "luajit/src/luajit"),)),
+    "pinned-luajit2": LuaBuild("pinned-luajit2", (str(PINNED / "luajit2/src/luajit"),)),
+    "pinned-luajit-host": _host("pinned-luajit-host", BUILD / "tests/lib/luajit"),
+    "pinned-luajit2-host": _host("pinned-luajit2-host", BUILD / "tests/lib/luajit2"),
+}
+STOCK_LUAJIT = BUILDS["stock-luajit"]
+
+
+@pytest.fixture(scope="session")
+def lua_build_ready():
+    """Checks a build's files exist (FAILS otherwise); returns a getter by name."""
+    def get(name):
+        b = BUILDS[name]
+        if name.startswith("pinned-") and b.embedded:
+            _pinned_libdir(name[len("pinned-"):-len("-host")])
+        missing = [p for p in [b.argv[0]] + [v for k, v in b.env if k == "LD_LIBRARY_PATH"]
+                   if not Path(p).exists()]
+        if b.embedded:
+            libdir = Path(dict(b.env)["LD_LIBRARY_PATH"])
+            if not (libdir / "libluajit-5.1.so.2").exists():
+                missing.append(str(libdir / "libluajit-5.1.so.2"))
+        if missing:
+            pytest.fail(f"LuaJIT build {name} is not built ({', '.join(missing)}); run `make`",
+                        pytrace=False)
+        return b
+    return get
+
+
+def workload(name):
+    p = WORKLOADS / name
+    assert p.exists(), f"missing workload {p}"
+    return p
+
+
+# --- running nupp-bpf ----------------------------------------------------------
+
+@dataclass
+class Summary:
+    """What nupp-bpf's end-of-session summary on stderr says."""
+    samples: int = 0
+    stacks: int = 0
+    states: dict = field(default_factory=dict)	# name -> percent
+    unresolved: int = 0
+    unresolved_of: int = 0
+    truncated: int = 0
+
+
+_SUM_HEAD = re.compile(r"^nupp-bpf: [\d.]+ s, (\d+) samples, (\d+) stacks$", re.M)
+_SUM_STATES = re.compile(r"^  VM states:(.*)$", re.M)
+_SUM_UNRES = re.compile(r"^  unresolved: (\d+) of (\d+) samples", re.M)
+_SUM_TRUNC = re.compile(r"^  (\d+) samples had deeper stacks than --depth", re.M)
+
+
+def parse_summary(stderr):
+    m = _SUM_HEAD.search(stderr)
+    assert m, f"no summary line on stderr:\n{stderr}"
+    s = Summary(samples=int(m[1]), stacks=int(m[2]))
+    m = _SUM_STATES.search(stderr)
+    if m:
+        for name, pct in re.findall(r" (\w+) ([\d.]+)%", m[1]):
+            s.states[name] = float(pct)
+    m = _SUM_UNRES.search(stderr)
+    if m:
+        s.unresolved, s.unresolved_of = int(m[1]), int(m[2])
+    m = _SUM_TRUNC.search(stderr)
+    if m:
+        s.truncated = int(m[1])
+    return s
+
+
+LINE_RE = re.compile(r"^(.+) (\d+)$")
+
+
+def parse_collapsed(text):
+    """[(stack, count)] in file order; asserts every line is `STACK COUNT`."""
+    rows = []
+    for i, line in enumerate(text.splitlines(), 1):
+        m = LINE_RE.match(line)
+        assert m, f"line {i} is not 'STACK COUNT': {line!r}"
+        rows.append((m[1], int(m[2])))
+    return rows
+
+
+def frames(stack):
+    return stack.split(";")
+
+
+def total(rows):
+    return sum(c for _, c in rows)
+
+
+def share(rows, pred):
+    """Fraction of samples whose stack satisfies pred(list of frames)."""
+    t = total(rows)
+    assert t > 0, "no samples"
+    return sum(c for s, c in rows if pred(frames(s))) / t
+
+
+def top(rows):
+    """The most frequent stack (ties: the first line, which sorts by stack)."""
+    assert rows, "no samples"
+    return max(rows, key=lambda r: r[1])
+
+
+@dataclass
+class Run:
+    """A finished nupp-bpf run."""
+    argv: list
+    returncode: int
+    stdout: str
+    stderr: str
+    output: Path | None
+
+    @property
+    def rows(self):
+        assert self.output is not None and self.output.exists(), \
+            f"nupp-bpf wrote no output file {self.output}; stderr:\n{self.stderr}"
+        return parse_collapsed(self.output.read_text())
+
+    @property
+    def summary(self):
+        return parse_summary(self.stderr)
+
+    def unresolved_fraction(self):
+        s = self.summary
+        return s.unresolved / s.unresolved_of if s.unresolved_of else 0.0
+
+    def __str__(self):
+        return (f"$ {' '.join(map(str, self.argv))}\nexit {self.returncode}\n"
+                f"--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}")
+
+
+class Nupp:
+    """Runs nupp-bpf; one instance per test, output files under tmp_path."""
+
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path
+        self.n = 0
+
+    def _out(self):
+        self.n += 1
+        return self.tmp / f"out{self.n}.collapsed"
+
+    def run(self, args, *, output=True, timeout=60, env=None, **kw):
+        """nupp-bpf ARGS (with -o FILE added unless output=False); waits."""
+        out = self._out() if output else None
+        argv = [str(NUPP), *map(str, args)]
+        if out is not None:
+            argv[2:2] = ["-o", str(out)]	# after the command word
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
+                           errors="replace", **kw)
+        return Run(argv, p.returncode, p.stdout, p.stderr, out)
+
+    def record(self, target_args, *, freq=997, extra=(), **kw):
+        """nupp-bpf record -F freq EXTRA TARGET_ARGS (target: -p PID ... or -- CMD)."""
+        return self.run(["record", "-F", freq, *extra, *target_args], **kw)
+
+    def launch(self, build, script, *script_args, freq=997, extra=(), **kw):
+        """Launch mode: nupp-bpf record ... -- BUILD SCRIPT ARGS."""
+        return self.record(["--", *build.command(script, *script_args)], freq=freq, extra=extra,
+                           env=build.environ(), **kw)
+
+    def start(self, args):
+        """nupp-bpf ARGS -o FILE in the background: (Popen, output path)."""
+        out = self._out()
+        argv = [str(NUPP), *map(str, args)]
+        argv[2:2] = ["-o", str(out)]
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             errors="replace")
+        return p, out
+
+    @staticmethod
+    def finish(popen, out, timeout=60):
+        o, e = popen.communicate(timeout=timeout)
+        return Run(popen.args, popen.returncode, o, e, out)
+
+
+@pytest.fixture
+def nupp(privileged, tmp_path):
+    return Nupp(tmp_path)
+
+
+# --- target processes ----------------------------------------------------------
+
+class Target:
+    """A background LuaJIT process (for -p), killed at the end of the test."""
+
+    def __init__(self, build, script, *args, ready=None, cwd=None):
+        self.build = build
+        self.popen = subprocess.Popen(build.command(script, *args), env=build.environ(),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, cwd=cwd)
+        self.pid = self.popen.pid
+        if ready:
+            line = self.popen.stdout.readline()
+            assert ready in line, f"target did not say {ready!r}: {line!r}, " \
+                                  f"stderr {self.popen.stderr.read() if self.popen.poll() is not None else ''}"
+
+    def alive(self):
+        return self.popen.poll() is None
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.alive():
+            self.popen.send_signal(sig)
+
+    def wait(self, timeout=30):
+        o, e = self.popen.communicate(timeout=timeout)
+        return self.popen.returncode, o, e
+
+
+@pytest.fixture
+def target():
+    """target(build, script, *args, ready=...) starts a process; all are killed after the test."""
+    started = []
+
+    def start(build, script, *args, **kw):
+        t = Target(build, script, *args, **kw)
+        started.append(t)
+        return t
+    yield start
+    for t in started:
+        t.kill()
+        try:
+            t.popen.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def wait_for(pred, timeout=10.0, step=0.02):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
+
+
+def parse_truth(stdout, prefix="truth"):
+    """Lines `truth NAME VALUE` a workload prints: {NAME: float}."""
+    out = {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == prefix:
+            out[parts[1]] = float(parts[2])
+    return out
+
+
+def jit_p_states(build, script, *args, timeout=60):
+    """The VM-state split LuaJIT's own profiler (-jp=v, raw counts, 1 ms) sees, in percent."""
+    names = {"Compiled": "compiled", "Interpreted": "interpreted", "C code": "C",
+             "Garbage Collector": "GC", "JIT Compiler": "compiling"}
+    p = subprocess.run([*build.argv, "-jp=vri1m0", str(script), *map(str, args)],
+                       capture_output=True, text=True, timeout=timeout, env=build.environ())
+    assert p.returncode == 0, f"luajit -jp=v failed: {p.stderr}"
+    counts = {v: 0 for v in names.values()}
+    for line in p.stdout.splitlines():
+        m = re.match(r"^\s*(\d+)\s+(.+?)\s*$", line)
+        if m and m[2] in names:
+            counts[names[m[2]]] += int(m[1])
+    t = sum(counts.values())
+    assert t >= 100, f"-jp=v saw only {t} samples:\n{p.stdout}"
+    return {k: 100.0 * v / t for k, v in counts.items()}, p.stdout
+
+
+def have(cmd):
+    return shutil.which(cmd) is not None
