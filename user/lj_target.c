@@ -125,6 +125,14 @@ static int identify(struct lj_target *t, const char *path, __u64 start, __u64 of
 
 int lj_target__open(struct lj_target *t, pid_t pid, char *err, size_t errsz)
 {
+	if (lj_target__identify(t, pid, err, errsz))
+		return -1;
+	lj_target__scan_vms(t);
+	return 0;
+}
+
+int lj_target__identify(struct lj_target *t, pid_t pid, char *err, size_t errsz)
+{
 	char maps[64], line[PATH_MAX + 128], hint[512] = "", hint_path[PATH_MAX] = "";
 	FILE *f;
 	int found = 0;
@@ -168,7 +176,6 @@ int lj_target__open(struct lj_target *t, pid_t pid, char *err, size_t errsz)
 	t->layout = lj_target__build(t)->layout;
 	t->vm_lo = lj_target__sym(t, "lj_vm_asm_begin") + t->bias;
 	t->vm_hi = lj_target__sym(t, "lj_vm_ffi_call") + t->bias;
-	lj_target__scan_vms(t);
 	return 0;
 }
 

@@ -34,6 +34,10 @@ struct lj_target {
  * in err (without the "nupp-bpf: error: " prefix). */
 int lj_target__open(struct lj_target *t, pid_t pid, char *err, size_t errsz);
 
+/* lj_target__open without the memory scan: for a caller that knows its VMs
+ * (the Lua module profiling its own process). */
+int lj_target__identify(struct lj_target *t, pid_t pid, char *err, size_t errsz);
+
 /* The build's description: the registry entry, or the symbolized stand-in. */
 const struct lj_build *lj_target__build(const struct lj_target *t);
 

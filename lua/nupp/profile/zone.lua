@@ -26,7 +26,8 @@
 -- Functions:
 --   zone.enter(name)        open zone name below the current path
 --   zone.leave()            close the innermost open zone
---   zone.run(name, fn, ...) fn(...) inside zone name; returns what fn returns
+--   zone.run(name, fn, ...) fn(...) inside zone name; returns fn's first
+--                           three results (all while the gate is closed)
 --   zone.get()              the open path, "" when none is
 --   zone.id()               its id, 0 when none: what profilers read
 --   zone.path(id)           the path of an id, nil when unknown
@@ -38,7 +39,8 @@
 ----------------------------------------------------------------------------
 
 local ffi = require("ffi")
-local type, error, pcall, tonumber = type, error, pcall, tonumber
+local type, error, pcall, tonumber, select = type, error, pcall, tonumber, select
+
 local searchpath = package.searchpath
 
 ffi.cdef[[
@@ -120,22 +122,40 @@ local function leave()
   st.current = stack[depth]
 end
 
--- Close what run opened, even when fn left zones open or raised.
-local function finish(d, ok, ...)
+-- Close what run opened, also what fn left open.
+local function leaveto(d, r1, r2, r3)
   if depth > d then
     depth = d
     st.current = stack[d]
   end
-  if not ok then error((...), 0) end
-  return ...
+  return r1, r2, r3
 end
 
+-- Nothing here may make the JIT abort, which rules out two things. pcall:
+-- a side trace that starts in fn cannot return through it (NYI: return to
+-- lower frame). Forwarding `...` to a call or a return: a trace that starts
+-- in a callee and returns into run records that as varargs of unknown count
+-- (NYI: bytecode VARG). So up to three arguments go through fixed slots,
+-- fn's first three results come back, and an error raised in fn leaves its
+-- zones open until an enclosing run returns (or zone.reset()).
 local function run(name, fn, ...)
   fill(scratch, 1)
-  if st.gate == 0 then return fn(...) end
+  local n = select("#", ...)
+  local a, b, c = ...
+  if st.gate == 0 then
+    if n == 0 then return fn() end
+    if n == 1 then return fn(a) end
+    if n == 2 then return fn(a, b) end
+    if n == 3 then return fn(a, b, c) end
+    return fn(...)
+  end
   local d = depth
   enter(name)
-  return finish(d, pcall(fn, ...))
+  if n == 0 then return leaveto(d, fn()) end
+  if n == 1 then return leaveto(d, fn(a)) end
+  if n == 2 then return leaveto(d, fn(a, b)) end
+  if n == 3 then return leaveto(d, fn(a, b, c)) end
+  return leaveto(d, fn(...))
 end
 
 M.enter, M.leave, M.run = enter, leave, run
