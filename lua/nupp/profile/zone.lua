@@ -40,7 +40,6 @@
 
 local ffi = require("ffi")
 local type, error, pcall, tonumber, select = type, error, pcall, tonumber, select
-
 local searchpath = package.searchpath
 
 ffi.cdef[[
