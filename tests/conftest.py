@@ -331,6 +331,17 @@ def target():
             pass
 
 
+def cpu_seconds(pid):
+    """CPU time a process (all its threads) has used so far, from schedstat."""
+    t = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            t += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return t / 1e9
+
+
 def wait_for(pred, timeout=10.0, step=0.02):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -350,21 +361,20 @@ def parse_truth(stdout, prefix="truth"):
     return out
 
 
-def jit_p_states(build, script, *args, timeout=60):
-    """The VM-state split LuaJIT's own profiler (-jp=v, raw counts, 1 ms) sees, in percent."""
-    names = {"Compiled": "compiled", "Interpreted": "interpreted", "C code": "C",
+JP_STATES = {"Compiled": "compiled", "Interpreted": "interpreted", "C code": "C",
              "Garbage Collector": "GC", "JIT Compiler": "compiling"}
-    p = subprocess.run([*build.argv, "-jp=vri1m0", str(script), *map(str, args)],
-                       capture_output=True, text=True, timeout=timeout, env=build.environ())
-    assert p.returncode == 0, f"luajit -jp=v failed: {p.stderr}"
-    counts = {v: 0 for v in names.values()}
-    for line in p.stdout.splitlines():
-        m = re.match(r"^\s*(\d+)\s+(.+?)\s*$", line)
-        if m and m[2] in names:
-            counts[names[m[2]]] += int(m[1])
-    t = sum(counts.values())
-    assert t >= 100, f"-jp=v saw only {t} samples:\n{p.stdout}"
-    return {k: 100.0 * v / t for k, v in counts.items()}, p.stdout
+JP_ARGS = "-jp=vri1m0"		# VM states, raw counts, 1 ms interval, no minimum
+
+
+def parse_jp_states(text):
+    """The VM-state split in percent (keys as in nupp-bpf's summary) from
+    what `luajit -jp=vri1m0 SCRIPT` printed; other lines are ignored."""
+    counts = dict.fromkeys(JP_STATES.values(), 0)
+    for m in re.finditer(r"^\s*(\d+)\s+(%s)\s*$" % "|".join(JP_STATES), text, re.M):
+        counts[JP_STATES[m[2]]] += int(m[1])
+    n = sum(counts.values())
+    assert n >= 100, f"-jp=v printed too few samples:\n{text}"
+    return {k: 100.0 * v / n for k, v in counts.items()}
 
 
 def have(cmd):

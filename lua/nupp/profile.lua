@@ -26,6 +26,8 @@
 -- Backend interface (what nupp.profile.bpf must provide, as inprocess does):
 --   backend.name               "bpf" | "inprocess"
 --   backend.available()        true, or false plus a reason
+--   backend.sample, backend.trace  either may be missing: that kind of
+--                              session then runs in-process
 --   backend.sample(opts, add) -> handle
 --     opts = {intervalMs = integer, stackDepth = integer}, both validated.
 --     add(zonePath, stack, state, n) records n samples:
@@ -66,23 +68,25 @@ local M = {}
 
 local running = {}	-- running.sample, running.trace: the live session
 
-local function raise(msg) error("nupp.profile: "..msg, 3) end
+-- Raise at the caller of the API function level frames up (2: its caller).
+local function raise(msg, level) error("nupp.profile: "..msg, (level or 2) + 1) end
 
--- The backend for a new session: forced by NUPP_BACKEND, else bpf if it can.
-local function backend()
+-- The backend for a new session of kind ("sample" or "trace"): forced by
+-- NUPP_BACKEND, else bpf when it loads, can run and implements that kind.
+local function backend(kind)
   local want = getenv("NUPP_BACKEND")
   if want and want ~= "" and want ~= "bpf" and want ~= "inprocess" then
-    raise("NUPP_BACKEND must be bpf or inprocess, not "..want)
+    raise("NUPP_BACKEND must be bpf or inprocess, not "..want, 3)
   end
   if want ~= "inprocess" then
     local ok, bpf = pcall(require, "nupp.profile.bpf")
     local why = bpf
     if ok then
       local can, reason = bpf.available()
-      if can then return bpf end
-      why = reason
+      if can and type(bpf[kind]) == "function" then return bpf end
+      why = can and "no "..kind.." sessions" or reason
     end
-    if want == "bpf" then raise("bpf backend unavailable: "..tostring(why)) end
+    if want == "bpf" then raise("bpf backend unavailable: "..tostring(why), 3) end
   end
   return require("nupp.profile.inprocess")
 end
@@ -92,25 +96,25 @@ local function check(opts, name, kind, default)
   if v == nil then return default end
   if kind == "posint" then
     if type(v) ~= "number" or v < 1 or v ~= floor(v) then
-      raise(name.." must be a positive integer")
+      raise(name.." must be a positive integer", 3)
     end
   elseif type(v) ~= kind then
-    raise(name.." must be a "..kind)
+    raise(name.." must be a "..kind, 3)
   end
   return v
 end
 
 local function options(opts)
   if opts == nil then return {} end
-  if type(opts) ~= "table" then raise("options must be a table") end
+  if type(opts) ~= "table" then raise("options must be a table", 3) end
   return opts
 end
 
 local function writefile(filename, text)
   if filename == nil then return end
-  if type(filename) ~= "string" then raise("filename must be a string") end
+  if type(filename) ~= "string" then raise("filename must be a string", 3) end
   local f, err = open(filename, "wb")
-  if not f then raise("cannot write "..err) end
+  if not f then raise("cannot write "..err, 3) end
   f:write(text)
   f:close()
 end
@@ -209,7 +213,7 @@ function M.sample(opts)
   local depth = check(opts, "stackDepth", "posint", 16)
   if s.root then s.root = s.root:gsub(":$", "") end
   if running.sample then raise("a sample session is already running") end
-  local b = backend()
+  local b = backend("sample")
   s.backend = b.name
   local agg = s.aggregate
   local function add(zp, stack, state, n)
@@ -287,7 +291,7 @@ function M.trace(opts)
     traceProfile = trace.profile(),
   }
   if running.trace then raise("a trace session is already running") end
-  local b = backend()
+  local b = backend("trace")
   s.backend = b.name
   local sites, benign = s.sites, s.includeBenign
   local function add(err, info, location, blacklisted, zp)

@@ -1,7 +1,8 @@
 -- mixed.lua - half interpreted, half compiled: outer() calls interpreted()
 -- (JIT disabled for it) and compiled() in turn, for SECONDS (default 2).
 --   luajit mixed.lua [SECONDS]
--- Prints "ready" once running, so a test can attach to it.
+-- Prints "ready" once running, so a test can attach to it, and at exit
+-- `truth cpu SECONDS`, the process's CPU time.
 local clock = os.clock
 local dur = tonumber(arg and arg[1]) or 2
 
@@ -29,3 +30,4 @@ while clock() - start < dur do
   sink = sink + outer()
 end
 print(("truth sink %d"):format(sink % 2))
+print(("truth cpu %.3f"):format(clock()))

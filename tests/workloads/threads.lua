@@ -1,9 +1,12 @@
--- threads.lua - for `luahost threads.lua --threads N`: every thread runs its
--- own VM and spins in a function chosen by THREAD_INDEX, for SECONDS
--- (default 2): thread 1 in spin_one, thread 2 in spin_two, others spin_other.
---   luahost threads.lua --threads 2 [SECONDS]
+-- threads.lua - for `luahost threads.lua --threads N SECONDS N`: every thread
+-- runs its own VM and spins in a function chosen by THREAD_INDEX for about
+-- SECONDS (default 2): thread 1 in spin_one, thread 2 in spin_two, any
+-- other in spin_other. Each thread first prints "thread INDEX tid TID", at
+-- the end "thread INDEX sink X cpu SECONDS" with its own CPU time. The second argument is N again: os.clock counts the
+-- CPU time of the whole process, N threads at once.
 local clock = os.clock
 local dur = tonumber(arg and arg[1]) or 2
+local nthreads = tonumber(arg and arg[2]) or 1
 
 local function spin_one(n)
   local s = 0
@@ -23,11 +26,24 @@ local function spin_other(n)
   return s
 end
 
-local spin = THREAD_INDEX == 1 and spin_one or THREAD_INDEX == 2 and spin_two or spin_other
+-- The kernel's id of this thread, so a test can tell the threads apart.
+local f = io.open("/proc/thread-self/stat")
+local tid = f and f:read("*n")
+if f then f:close() end
+io.stdout:write(("thread %d tid %s\n"):format(THREAD_INDEX, tostring(tid)))
+io.stdout:flush()
+
 local start, sink = clock(), 0
--- os.clock is process-wide CPU time: with N threads it runs N times as fast.
-local threads = tonumber(os.getenv("THREADS") or "1")
-while clock() - start < dur * threads do
-  sink = sink + spin(100000)
+local limit = dur * nthreads
+if THREAD_INDEX == 1 then
+  while clock() - start < limit do sink = sink + spin_one(100000) end
+elseif THREAD_INDEX == 2 then
+  while clock() - start < limit do sink = sink + spin_two(100000) end
+else
+  while clock() - start < limit do sink = sink + spin_other(100000) end
 end
-print(("thread %d sink %d"):format(THREAD_INDEX, sink % 2))
+-- This thread's own CPU time (os.clock counts the whole process).
+f = io.open("/proc/thread-self/schedstat")
+local ns = f and f:read("*n")
+if f then f:close() end
+print(("thread %d sink %d cpu %.3f"):format(THREAD_INDEX, sink % 2, (ns or 0) / 1e9))

@@ -1,0 +1,630 @@
+#!/usr/bin/python3
+"""bench-sampler.py - what nupp-bpf's sampler costs the program it profiles.
+
+    /usr/bin/python3 scripts/bench-sampler.py [--rounds 5] [--out docs/benchmarks.md]
+
+Runs as root (BPF, perf events, kernel.bpf_stats_enabled). Four parts:
+
+  overhead   every workload of tests/bench under every configuration, in
+             interleaved rounds (each round runs each pair once, in shuffled
+             order); the target's CPU time (user+sys from wait4) and wall time
+             are compared with the same round's unprofiled run
+  bpf cost   run_time_ns / run_cnt of the sampler program (bpf_stats) on a
+             60-frame Lua stack at --depth 16 and 64, cpu clock and tick
+  latency    from starting `nupp-bpf record -p PID` to the first sample in
+             its counters map
+  footprint  nupp-bpf's own CPU and peak RSS at 997 Hz
+
+and replaces its own section of docs/benchmarks.md (between the marker
+comments), leaving the sections of the other benchmark scripts alone.
+
+    bench-sampler.py --floor HZ   (used by the script itself) holds one
+             cpu-clock perf_event per CPU at HZ with no BPF program attached,
+             prints "ready", and sleeps until SIGTERM: the cost of the timer
+             interrupt alone.
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import platform
+import random
+import re
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKLOADS = ["interp", "jit_loop", "c_heavy", "gc_heavy"]
+WORKLOAD_TITLES = {
+    "interp": "interpreter only (jit.off)",
+    "jit_loop": "JIT-heavy loop",
+    "c_heavy": "C-heavy (table.sort, string ops)",
+    "gc_heavy": "GC-heavy",
+}
+JP_MODE = "Gi1"			# full stacks (flame graph format), 1 ms asked
+SYS_BPF, SYS_PERF_EVENT_OPEN, SYS_CLOCK_NANOSLEEP = 321, 298, 230
+BEGIN, END = "<!-- bench-sampler: begin -->", "<!-- bench-sampler: end -->"
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+
+
+def die(msg):
+    sys.exit("bench-sampler: error: " + msg)
+
+
+# --- the floor: cpu-clock perf events with nothing attached ----------------
+
+def floor_main(hz):
+    """Open one cpu-clock event per CPU (pid -1, fixed period, as nupp-bpf
+    opens them) and hold them: the timer interrupts happen, nothing runs."""
+    fds = []
+    for cpu in possible_cpus():
+        # perf_event_attr, PERF_ATTR_SIZE_VER0: type, size, config,
+        # sample_period, sample_type, read_format, flags (all off: enabled),
+        # wakeup_events, bp_type, config1.
+        attr = struct.pack("=IIQQQQQIIQ", 1, 64, 0, 10**9 // hz, 0, 0, 0, 0, 0, 0)
+        buf = ctypes.create_string_buffer(attr, len(attr))
+        fd = libc.syscall(SYS_PERF_EVENT_OPEN, buf, -1, cpu, -1, 8)
+        if fd < 0:
+            die("perf_event_open on CPU %d: %s" % (cpu, os.strerror(ctypes.get_errno())))
+        fds.append(fd)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    print("ready", flush=True)
+    while True:
+        signal.pause()
+
+
+def possible_cpus():
+    with open("/sys/devices/system/cpu/possible") as f:
+        cpus = []
+        for part in f.read().strip().split(","):
+            lo, _, hi = part.partition("-")
+            cpus.extend(range(int(lo), int(hi or lo) + 1))
+        return cpus
+
+
+# --- reading nupp-bpf's BPF objects from outside ----------------------------
+
+def bpf(cmd, attr):
+    buf = ctypes.create_string_buffer(attr, 128)
+    ret = libc.syscall(SYS_BPF, cmd, buf, 128)
+    if ret < 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return ret, buf
+
+
+def map_fd_by_id(map_id):
+    return bpf(14, struct.pack("=I", map_id))[0]		# BPF_MAP_GET_FD_BY_ID
+
+
+def map_name(fd):
+    info = ctypes.create_string_buffer(80)
+    bpf(15, struct.pack("=IIQ", fd, 80, ctypes.addressof(info)))  # BPF_OBJ_GET_INFO_BY_FD
+    return info.raw[24:40].split(b"\0")[0].decode()
+
+
+def percpu_u64(fd, key, ncpu):
+    """Sum over CPUs of a u64 per-CPU array slot."""
+    k = ctypes.create_string_buffer(struct.pack("=I", key), 4)
+    v = ctypes.create_string_buffer(8 * ncpu)
+    bpf(1, struct.pack("=IIQQQ", fd, 0, ctypes.addressof(k), ctypes.addressof(v), 0))
+    return sum(struct.unpack("=%dQ" % ncpu, v.raw))
+
+
+def held_bpf_ids(pid):
+    """Map ids and program ids behind the open fds of a process."""
+    maps, progs = set(), set()
+    try:
+        names = os.listdir("/proc/%d/fdinfo" % pid)
+    except OSError:
+        return maps, progs
+    for n in names:
+        try:
+            with open("/proc/%d/fdinfo/%s" % (pid, n)) as f:
+                text = f.read()
+        except OSError:
+            continue
+        m = re.search(r"^map_id:\s*(\d+)", text, re.M)
+        if m:
+            maps.add(int(m.group(1)))
+        m = re.search(r"^prog_id:\s*(\d+)", text, re.M)
+        if m:
+            progs.add(int(m.group(1)))
+    return maps, progs
+
+
+class Counters:
+    """nupp-bpf's `counters` map (index 0 counts samples of targets)."""
+
+    def __init__(self, pid):
+        self.pid, self.fd, self.tried = pid, None, set()
+        self.ncpu = len(possible_cpus())
+
+    def samples(self):
+        """Samples counted so far, or None while the map is not found."""
+        if self.fd is None:
+            for map_id in held_bpf_ids(self.pid)[0] - self.tried:
+                self.tried.add(map_id)
+                try:
+                    fd = map_fd_by_id(map_id)
+                except OSError:
+                    continue
+                if map_name(fd) == "counters":
+                    self.fd = fd
+                    break
+                os.close(fd)
+            if self.fd is None:
+                return None
+        return percpu_u64(self.fd, 0, self.ncpu)
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+
+
+def prog_stats(prog_ids):
+    """(name, run_time_ns, run_cnt) of each sampler program."""
+    out = []
+    for pid in sorted(prog_ids):
+        r = subprocess.run(["bpftool", "-j", "prog", "show", "id", str(pid)],
+                           capture_output=True, text=True)
+        if r.returncode == 0:
+            j = json.loads(r.stdout)
+            if j.get("name") in ("on_cpu_clock", "on_tick"):
+                out.append((j["name"], j.get("run_time_ns", 0), j.get("run_cnt", 0)))
+    return out
+
+
+# --- running one target under one configuration -----------------------------
+
+def driver_cmd(a, workload, hold=True, extra=()):
+    cmd = [a.luajit, os.path.join(ROOT, "tests/bench/driver.lua"), workload]
+    return cmd + (["--hold"] if hold else []) + list(extra)
+
+
+def nupp_cmd(a, pid, args):
+    return [a.nupp, "record", "-p", str(pid), "-o", "/dev/null"] + list(args)
+
+
+def schedstat_ns(pid):
+    with open("/proc/%d/schedstat" % pid) as f:
+        return int(f.read().split()[0])
+
+
+def wait_polling(pid, proc, what, timeout=15.0):
+    """Wait until nupp-bpf sleeps in its poll loop (clock_nanosleep): it has
+    loaded, attached and registered the target."""
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        if proc.poll() is not None:
+            die("%s exited early: %s" % (what, proc.stderr.read().strip()))
+        try:
+            with open("/proc/%d/syscall" % pid) as f:
+                if f.read().split()[0] == str(SYS_CLOCK_NANOSLEEP):
+                    return
+        except (OSError, IndexError):
+            pass
+        time.sleep(0.005)
+    die("%s did not attach within %.0f s" % (what, timeout))
+
+
+def rusage_cpu(ru):
+    return ru.ru_utime + ru.ru_stime
+
+
+def parse_summary(text):
+    """Samples taken on the target: the kernel's count when the summary has an
+    'unresolved: U of T samples' line, else the resolved total."""
+    m = re.search(r"unresolved: \d+ of (\d+) samples", text)
+    if m:
+        return int(m.group(1))
+    m = re.search(r"nupp-bpf: [\d.]+ s, (\d+) samples", text)
+    if not m:
+        die("no summary from nupp-bpf: %s" % text.strip())
+    return int(m.group(1))
+
+
+CONFIGS = {
+    # name: (profiler kind, arguments)
+    "none": (None, ()),
+    "floor 997": ("floor", (997,)),
+    "nupp 99": ("nupp", ("-F", "99")),
+    "nupp 997": ("nupp", ("-F", "997")),
+    "nupp tick": ("nupp", ("--clock", "tick")),
+    "jit.p": ("jp", (JP_MODE,)),
+}
+
+
+def command_text(a, config):
+    kind, args = CONFIGS[config]
+    target = "luajit tests/bench/driver.lua WORKLOAD --hold"
+    if kind is None:
+        return "`%s`" % target
+    if kind == "floor":
+        return "`%s` + `python3 scripts/bench-sampler.py --floor %d`" % (target, args[0])
+    if kind == "nupp":
+        return "`%s` + `nupp-bpf record -p PID -o /dev/null %s`" % (target, " ".join(args))
+    return ("`luajit tests/bench/driver.lua WORKLOAD --hold --jp=%s` (jit.p as "
+            "`luajit -jp=%s,/dev/null`)" % (args[0], args[0]))
+
+
+def run_one(a, workload, config):
+    """One held target, released once its profiler is in place."""
+    kind, args = CONFIGS[config]
+    extra = ["--jp=" + args[0]] if kind == "jp" else []
+    tgt = subprocess.Popen(driver_cmd(a, workload, extra=extra), stdin=subprocess.PIPE,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    prof, ready_cpu = None, 0
+    if kind == "floor":
+        prof = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--floor",
+                                 str(args[0])], stdout=subprocess.PIPE, text=True)
+        if prof.stdout.readline().strip() != "ready":
+            die("the perf_event floor helper failed")
+    elif kind == "nupp":
+        prof = subprocess.Popen(nupp_cmd(a, tgt.pid, args), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        wait_polling(prof.pid, prof, "nupp-bpf")
+        ready_cpu = schedstat_ns(prof.pid) / 1e9
+    t0 = time.monotonic()
+    tgt.stdin.write("\n")
+    tgt.stdin.close()
+    err = tgt.stderr.read()
+    _, status, ru = os.wait4(tgt.pid, 0)
+    wall = time.monotonic() - t0
+    tgt.returncode = os.waitstatus_to_exitcode(status)
+    if tgt.returncode:
+        die("%s failed under %s: %s" % (workload, config, err.strip()))
+    r = {"cpu": rusage_cpu(ru), "wall": wall, "samples": None}
+    if kind == "jp":
+        r["samples"] = int(re.search(r"jp_samples (\d+)", err).group(1))
+    elif kind == "floor":
+        prof.terminate()
+        prof.wait()
+    elif kind == "nupp":
+        text = prof.stderr.read()
+        _, status, pru = os.wait4(prof.pid, 0)
+        t_exit = time.monotonic()
+        prof.returncode = os.waitstatus_to_exitcode(status)
+        if prof.returncode:
+            die("nupp-bpf failed on %s: %s" % (workload, text.strip()))
+        r["samples"] = parse_summary(text)
+        r["nupp_cpu"] = rusage_cpu(pru)
+        r["nupp_run_cpu"] = rusage_cpu(pru) - ready_cpu
+        r["nupp_run_wall"] = t_exit - t0
+        r["nupp_rss_kib"] = pru.ru_maxrss
+    return r
+
+
+def overhead(a):
+    """Interleaved rounds; every number relative to its own round's baseline."""
+    runs = {(w, c): [] for w in WORKLOADS for c in CONFIGS}
+    pairs = list(runs)
+    for rnd in range(a.rounds):
+        random.shuffle(pairs)
+        for w, c in pairs:
+            runs[(w, c)].append(run_one(a, w, c))
+        log("overhead: round %d of %d done" % (rnd + 1, a.rounds))
+    return runs
+
+
+# --- BPF run time per sample on a deep stack ---------------------------------
+
+BPF_CONFIGS = {
+    "cpu 997 Hz, --depth 1": ("-F", "997", "--depth", "1"),
+    "cpu 997 Hz, --depth 16": ("-F", "997", "--depth", "16"),
+    "cpu 997 Hz, --depth 64": ("-F", "997", "--depth", "64"),
+    "tick, --depth 16": ("--clock", "tick", "--depth", "16"),
+}
+
+
+def bpf_cost_one(a, args):
+    tgt = subprocess.Popen(driver_cmd(a, "deep", extra=["--scale=1.2"]), stdin=subprocess.PIPE,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    prof = subprocess.Popen(nupp_cmd(a, tgt.pid, args), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    wait_polling(prof.pid, prof, "nupp-bpf")
+    progs = held_bpf_ids(prof.pid)[1]
+    counters = Counters(prof.pid)
+    # While the target waits, every run finds another task: their cost.
+    s0 = prog_stats(progs)
+    time.sleep(0.4)
+    s1 = prog_stats(progs)
+    idle_runs = s1[0][2] - s0[0][2] if s0 and s1 else 0
+    other_ns = (s1[0][1] - s0[0][1]) / idle_runs if idle_runs else None
+    tgt.stdin.write("\n")
+    tgt.stdin.close()
+    time.sleep(0.5)			# past the first frames, down at 60 deep
+    s1, c1 = prog_stats(progs), counters.samples()
+    time.sleep(a.bpf_window)
+    s2, c2 = prog_stats(progs), counters.samples()
+    counters.close()
+    tgt.kill()
+    tgt.wait()
+    text = prof.stderr.read()
+    prof.wait()
+    if not s1 or not s2 or c1 is None or c2 is None:
+        die("could not read the sampler's run time or counters: %s" % text.strip())
+    run_ns = s2[0][1] - s1[0][1]
+    runs = s2[0][2] - s1[0][2]
+    samples = max(c2 - c1, 1)
+    est = None if other_ns is None else (run_ns - other_ns * (runs - samples)) / samples
+    m = re.search(r"(\d+) samples had deeper stacks", text)
+    return {"per_sample_ns": run_ns / samples, "est_ns": est, "other_ns": other_ns,
+            "runs": runs, "samples": samples, "truncated": bool(m)}
+
+
+def bpf_cost(a):
+    """run_time_ns covers every run of the program, also those that found
+    another task on the CPU and returned at once: all of it is charged to the
+    target's samples, so the per-sample figure is an upper bound."""
+    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
+        saved = f.read().strip()
+    res = {c: [] for c in BPF_CONFIGS}
+    try:
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write("1")
+        order = list(BPF_CONFIGS)
+        for rnd in range(a.bpf_rounds):
+            random.shuffle(order)
+            for c in order:
+                res[c].append(bpf_cost_one(a, BPF_CONFIGS[c]))
+        log("bpf cost: done")
+    finally:
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write(saved)
+    return res
+
+
+# --- attach latency ------------------------------------------------------------
+
+def latency_one(a):
+    tgt = subprocess.Popen(driver_cmd(a, "deep", hold=False), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    time.sleep(0.3)			# LuaJIT loaded and spinning
+    t0 = time.monotonic()
+    prof = subprocess.Popen(nupp_cmd(a, tgt.pid, ("-F", "997", "-d", "1")),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    counters, first = Counters(prof.pid), None
+    while first is None and prof.poll() is None:
+        try:
+            n = counters.samples()
+        except OSError:
+            n = None
+        if n:
+            first = time.monotonic() - t0
+        else:
+            time.sleep(0.002)
+    counters.close()
+    text = prof.stderr.read()
+    prof.wait()
+    total = time.monotonic() - t0
+    tgt.kill()
+    tgt.wait()
+    if prof.returncode:
+        die("nupp-bpf failed: %s" % text.strip())
+    return {"first": first, "d1_minus_1": total - 1.0}
+
+
+def latency(a):
+    res = [latency_one(a) for _ in range(a.latency_reps)]
+    log("latency: done")
+    return res
+
+
+# --- the report ------------------------------------------------------------
+
+def log(msg):
+    print("bench-sampler: " + msg, file=sys.stderr, flush=True)
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt(x, spec, unit=""):
+    return "—" if x is None else format(x, spec) + unit
+
+
+def machine():
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    lj = subprocess.run([args_luajit, "-v"], capture_output=True, text=True).stdout.strip()
+    return {"kernel": "%s %s" % (platform.release(), platform.version()), "cpu": cpu,
+            "ncpu": os.cpu_count(), "luajit": lj}
+
+
+def overhead_rows(runs):
+    """Per workload and configuration: medians of per-round deltas."""
+    rows = []
+    for w in WORKLOADS:
+        base = runs[(w, "none")]
+        for c in CONFIGS:
+            rs = runs[(w, c)]
+            added = [r["cpu"] - b["cpu"] for r, b in zip(rs, base)]
+            pct = [100 * d / b["cpu"] for d, b in zip(added, base)]
+            wall = [100 * (r["wall"] / b["wall"] - 1) for r, b in zip(rs, base)]
+            if c == "floor 997":	# the target gets the interrupts of its CPU time
+                samples = [r["cpu"] * 997 for r in rs]
+            else:
+                samples = [r["samples"] for r in rs]
+            us = [1e6 * d / s if s else None for d, s in zip(added, samples)]
+            rows.append((w, c, med([r["cpu"] for r in rs]), med(pct), min(pct), max(pct),
+                         med(wall), med(samples), med(us) if c != "none" else None))
+    return rows
+
+
+def write_report(a, info, runs, bcost, lat, started, elapsed, load):
+    L = [BEGIN, "## Sampler overhead (`scripts/bench-sampler.py`)", ""]
+    L.append("Produced by `make bench` → `/usr/bin/python3 scripts/bench-sampler.py --rounds %d` "
+             "on %s (took %.0f s)." % (a.rounds, started, elapsed))
+    L += ["", "| machine | |", "|---|---|",
+          "| kernel | %s |" % info["kernel"], "| CPU | %s × %d |" % (info["cpu"], info["ncpu"]),
+          "| LuaJIT | %s (`%s`) |" % (info["luajit"], a.luajit),
+          "| load average before / after | %s / %s |" % load, ""]
+    L += ["Workloads (`tests/bench/*.lua`, a fixed amount of work each): " +
+          ", ".join("`%s` %s" % (w, WORKLOAD_TITLES[w]) for w in WORKLOADS) + ".", ""]
+    L += ["### Added CPU time of the target", "",
+          "%d rounds; each round runs every workload × configuration once, in shuffled order. "
+          "The target waits on stdin until its profiler is attached, then does its work; its CPU "
+          "time is user+sys from `wait4`. *added* = CPU time minus the same round's unprofiled run "
+          "(median over rounds, min..max in brackets); *wall* likewise. *samples* = samples taken "
+          "on the target: nupp-bpf's summary, jit.p's callback count, or CPU time × 997 for the "
+          "floor (an estimate). *µs/sample* = added CPU time / samples." % a.rounds, "",
+          "| config | command |", "|---|---|"]
+    for c in CONFIGS:
+        L.append("| %s | %s |" % (c, command_text(a, c)))
+    L += ["", "| workload | config | CPU s | added CPU | wall | samples | µs/sample |",
+          "|---|---|---:|---:|---:|---:|---:|"]
+    for w, c, cpu, pct, lo, hi, wall, samples, us in overhead_rows(runs):
+        added = "—" if c == "none" else "%+.2f%% (%+.1f..%+.1f)" % (pct, lo, hi)
+        L.append("| %s | %s | %.3f | %s | %s | %s | %s |" % (
+            w, c, cpu, added, "—" if c == "none" else fmt(wall, "+.2f", "%"),
+            fmt(samples, ".0f"), fmt(us, ".1f")))
+
+    L += ["", "### BPF run time per sample (60-frame Lua stack)", "",
+          "`kernel.bpf_stats_enabled=1` for this part only. Target: `luajit tests/bench/driver.lua "
+          "deep --hold --scale=1.2` (recursion 60 deep, spinning in a compiled loop at the bottom); "
+          "profiler: `nupp-bpf record -p PID -o /dev/null ARGS`. Over a %.1f s window: Δrun_time_ns "
+          "and Δrun_cnt of the program (`bpftool -j prog show id ID`), Δ samples counted for the "
+          "target (index 0 of its `counters` map). *per sample* charges all run time to the "
+          "target's samples (also the runs that found another task and returned at once): an "
+          "upper bound. *other task* = run time per run measured for 0.4 s before the target is "
+          "released, when every run finds another task; *estimate* = (Δrun_time_ns − other "
+          "task × (Δrun_cnt − Δsamples)) / Δsamples. Median of %d runs."
+          % (a.bpf_window, a.bpf_rounds), "",
+          "| ARGS | per sample, upper bound (ns) | per sample, estimate (ns) | other task (ns) "
+          "| runs / target samples | stack cut at --depth |", "|---|---:|---:|---:|---:|---|"]
+    for c, args in BPF_CONFIGS.items():
+        rs = bcost[c]
+        L.append("| `%s` | %.0f | %s | %s | %.0f / %.0f | %s |" % (
+            " ".join(args), med([r["per_sample_ns"] for r in rs]),
+            fmt(med([r["est_ns"] for r in rs]), ".0f"), fmt(med([r["other_ns"] for r in rs]), ".0f"),
+            med([r["runs"] for r in rs]),
+            med([r["samples"] for r in rs]), "yes" if rs[0]["truncated"] else "no"))
+
+    firsts = [r["first"] for r in lat]
+    d1 = [r["d1_minus_1"] for r in lat]
+    L += ["", "### Attach to first sample", "",
+          "Target `luajit tests/bench/driver.lua deep` already spinning; clock starts just before "
+          "spawning `nupp-bpf record -p PID -F 997 -d 1 -o /dev/null`. *first sample*: until the "
+          "target-sample counter in nupp-bpf's `counters` map (read through the bpf syscall, "
+          "polled every 2 ms) is non-zero; covers exec, build identification, BPF load, attach "
+          "and the first timer tick. *-d 1 wall − 1 s*: the whole command minus its 1 s of "
+          "recording (start-up + up to one 100 ms poll + collection, output, teardown). %d runs."
+          % a.latency_reps, "",
+          "| measure | median | min | max |", "|---|---:|---:|---:|"]
+    for name, xs in (("first sample", firsts), ("-d 1 wall − 1 s", d1)):
+        xs = [x for x in xs if x is not None]
+        L.append("| %s | %s | %s | %s |" % (name, fmt(med(xs) * 1e3 if xs else None, ".0f", " ms"),
+                                             fmt(min(xs) * 1e3 if xs else None, ".0f", " ms"),
+                                             fmt(max(xs) * 1e3 if xs else None, ".0f", " ms")))
+
+    L += ["", "### nupp-bpf's own CPU and memory at 997 Hz", "",
+          "From the `nupp 997` runs above (`nupp-bpf record -p PID -o /dev/null -F 997`), `wait4` "
+          "on nupp-bpf. *total*: all its CPU time, start-up included. *while recording*: CPU time "
+          "after it reached its poll loop (`/proc/PID/schedstat` then) until exit, divided by the "
+          "wall time from releasing the target to nupp-bpf's exit. Peak RSS = `ru_maxrss`.", "",
+          "| workload | total CPU s | while recording, % of one core | peak RSS MiB |",
+          "|---|---:|---:|---:|"]
+    for w in WORKLOADS:
+        rs = runs[(w, "nupp 997")]
+        L.append("| %s | %.3f | %.2f%% | %.1f |" % (
+            w, med([r["nupp_cpu"] for r in rs]),
+            med([100 * r["nupp_run_cpu"] / r["nupp_run_wall"] for r in rs]),
+            max(r["nupp_rss_kib"] for r in rs) / 1024))
+
+    L += ["", "### Against the targets", "", "| target | measured | met |", "|---|---|---|"]
+    for t in targets(runs, bcost, lat):
+        L.append("| %s | %s | %s |" % t)
+    L += ["", END]
+    section = "\n".join(L) + "\n"
+
+    text = ""
+    if os.path.exists(a.out):
+        with open(a.out) as f:
+            text = f.read()
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + section.rstrip("\n") + rest.split(END, 1)[1]
+    else:
+        if not text:
+            text = ("# Benchmarks\n\nWritten by `make bench`; each section by the script named "
+                    "in its title.\n\n")
+        text = text.rstrip("\n") + "\n\n" + section
+    with open(a.out, "w") as f:
+        f.write(text)
+
+
+def targets(runs, bcost, lat):
+    rows = overhead_rows(runs)
+    tick = [r[3] for r in rows if r[1] == "nupp tick"]
+    d16 = med([r["per_sample_ns"] for r in bcost["cpu 997 Hz, --depth 16"]])
+    d16e = med([r["est_ns"] for r in bcost["cpu 997 Hz, --depth 16"]])
+    firsts = med([r["first"] for r in lat])
+    core = max(med([100 * r["nupp_run_cpu"] / r["nupp_run_wall"] for r in runs[(w, "nupp 997")]])
+               for w in WORKLOADS)
+    rss = max(r["nupp_rss_kib"] for w in WORKLOADS for r in runs[(w, "nupp 997")]) / 1024
+    yes = lambda ok: "yes" if ok else "**no**"
+    return [
+        ("BPF run time ≤ 2 µs per sample at --depth 16", "%.2f µs (upper bound), %s (estimate)"
+         % (d16 / 1e3, fmt(d16e and d16e / 1e3, ".2f", " µs")),
+         yes(d16 <= 2000)),
+        ("attach to first sample ≤ 300 ms", fmt(firsts and firsts * 1e3, ".0f", " ms"),
+         yes(firsts is not None and firsts <= 0.3)),
+        ("nupp-bpf ≤ 2% of one core at 997 Hz", "%.2f%% (worst workload)" % core, yes(core <= 2)),
+        ("nupp-bpf peak RSS ≤ 64 MiB", "%.1f MiB" % rss, yes(rss <= 64)),
+        ("tick mode ≤ 0.2% added target CPU", "median per workload: " +
+         ", ".join("%+.2f%%" % t for t in tick) + " (run-to-run noise is larger)",
+         yes(max(tick) <= 0.2)),
+    ]
+
+
+args_luajit = "luajit"
+
+
+def main():
+    global args_luajit
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--bpf-rounds", type=int, default=3)
+    p.add_argument("--bpf-window", type=float, default=1.5)
+    p.add_argument("--latency-reps", type=int, default=5)
+    p.add_argument("--nupp", default=os.path.join(ROOT, "build/nupp-bpf"))
+    p.add_argument("--luajit", default="/usr/bin/luajit")
+    p.add_argument("--out", default=os.path.join(ROOT, "docs/benchmarks.md"))
+    p.add_argument("--floor", type=int, metavar="HZ", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.floor:
+        return floor_main(a.floor)
+    if os.geteuid() != 0:
+        die("needs root (BPF programs, perf events, kernel.bpf_stats_enabled)")
+    if not os.access(a.nupp, os.X_OK):
+        die("%s not built (make build/nupp-bpf)" % a.nupp)
+    args_luajit = a.luajit
+    started = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    load0 = "%.2f" % os.getloadavg()[0]
+    t0 = time.monotonic()
+    info = machine()
+    lat = latency(a)
+    bcost = bpf_cost(a)
+    runs = overhead(a)
+    load = (load0, "%.2f" % os.getloadavg()[0])
+    write_report(a, info, runs, bcost, lat, started, time.monotonic() - t0, load)
+    for t in targets(runs, bcost, lat):
+        log("%s: %s (%s)" % t)
+    log("wrote %s" % os.path.relpath(a.out, ROOT))
+
+
+if __name__ == "__main__":
+    main()

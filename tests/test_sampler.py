@@ -1,0 +1,373 @@
+# SPDX-License-Identifier: MIT
+"""Integration tests of the sampler, `nupp-bpf record`, run for real as root.
+
+Every target is a workload in tests/workloads whose hot spots are known by
+construction. Statistical bounds are stated where a value is sampled:
+
+* a sampled share p over n samples has a standard error sqrt(p(1-p)/n);
+  at -F 997 for 3.5 s (n ~ 3400) that is <= 0.9 points, so +-3 points is
+  more than 3 standard errors, while a sampler that misattributes even a
+  few percent of its samples fails;
+* the VM-state split is compared with LuaJIT's own profiler (-jp=v), which
+  samples a separate run: +-5 points.
+"""
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import (BUILDS, JP_ARGS, STOCK_LUAJIT, Nupp, cpu_seconds, frames, parse_jp_states, parse_truth,
+                      share, top, total, workload)
+
+FREQ = 997
+MAX_UNRESOLVED = 0.01		# at most 1 % of the samples may not resolve
+SHARE_TOL = 3.0			# points: hot-function share vs the workload's own timing
+STATE_TOL = 5.0			# points: VM-state split vs luajit -jp=v
+STATES = ("compiled", "interpreted", "C", "GC", "compiling")
+
+
+def assert_resolves(run):
+    s = run.summary
+    assert s.samples > 0, f"no samples:\n{run}"
+    frac = run.unresolved_fraction()
+    assert frac <= MAX_UNRESOLVED, \
+        f"{s.unresolved} of {s.unresolved_of} samples unresolved ({100 * frac:.2f} % > 1 %):\n{run}"
+    unknown = sum(c for st, c in run.rows if "[unknown]" in frames(st))
+    assert unknown <= MAX_UNRESOLVED * total(run.rows), \
+        f"{unknown} samples have [unknown] frames:\n{run.output.read_text()}"
+
+
+# --- 1. every LuaJIT build, attach and launch -----------------------------------------
+
+MIXED_RE = r"^{c}mixed\.lua:0;mixed\.lua:outer;mixed\.lua:(compiled|interpreted)$"
+
+
+def assert_rate(n, cpu, hz, what=""):
+    """n samples for cpu seconds of CPU time at hz: the cpu-clock timer fires
+    per CPU, so a task gets hz samples per second it runs, whatever else
+    runs beside it. The window nupp-bpf samples lies inside the measured
+    CPU time (it starts after nupp-bpf has loaded), hence -12 %/+5 %."""
+    want = hz * cpu
+    assert 0.88 * want <= n <= 1.05 * want, \
+        f"{what}{n} samples for {cpu:.2f} s of CPU at {hz} Hz (expected about {want:.0f})"
+
+
+@pytest.mark.parametrize("mode", ["launch", "attach"])
+@pytest.mark.parametrize("build_name", list(BUILDS))
+def test_build_and_mode(nupp, target, lua_build_ready, build_name, mode):
+    """mixed.lua spends its time in outer->interpreted (jit.off) and
+    outer->compiled (a trace): both stacks, exactly, carry >= 97 % of the
+    samples, each >= 15 %, both VM states show up, and the sample count
+    matches the target's CPU time."""
+    b = lua_build_ready(build_name)
+    script = workload("mixed.lua")
+    if mode == "launch":
+        run = nupp.launch(b, script, 2)
+        cpu = parse_truth(run.stdout).get("cpu", 0)
+    else:
+        t = target(b, script, 60, ready="ready")
+        cpu0 = cpu_seconds(t.pid)
+        run = nupp.record(["-p", t.pid, "-d", 2])
+        cpu = cpu_seconds(t.pid) - cpu0
+        assert t.alive(), "attaching must not disturb the target"
+    assert run.returncode == 0, run
+    assert_resolves(run)
+    rows = run.rows
+    # A luajit executable runs the main chunk from its C function pmain; a
+    # C host calls it straight from C.
+    stack_re = re.compile(MIXED_RE.format(c="" if b.embedded else r"@0x[0-9a-f]+;"))
+    good = share(rows, lambda f: bool(stack_re.match(";".join(f))))
+    assert good >= 0.97, f"only {100 * good:.1f} % on the expected stacks:\n{run.output.read_text()}"
+    for fn in ("compiled", "interpreted"):
+        sh = share(rows, lambda f: f[-1] == f"mixed.lua:{fn}")
+        assert sh >= 0.15, f"{fn}: only {100 * sh:.1f} %:\n{run.output.read_text()}"
+    st = run.summary.states
+    assert st["compiled"] >= 15 and st["interpreted"] >= 15, f"VM states {st}"
+    assert_rate(total(rows), cpu, FREQ)
+
+
+# --- several VMs on several threads -----------------------------------------------------
+
+THREAD_RE = re.compile(r"^\[(\d+)/(\d+) vm (0x[0-9a-f]+)\];(.*)$")
+HOSTS = [n for n, b in BUILDS.items() if b.embedded]
+
+
+@pytest.mark.parametrize("build_name", HOSTS)
+def test_threads_each_vm_on_its_own(nupp, lua_build_ready, build_name):
+    """luahost --threads 2: thread 1 spins in spin_one, thread 2 in spin_two,
+    each in its own lua_State. With --threads every line starts with
+    [pid/tid vm 0x...]; each thread's samples are on its own function and
+    its own VM, and the two differ."""
+    b = lua_build_ready(build_name)
+    run = nupp.record(["--threads", "--", *b.command(workload("threads.lua"), "--threads", 2, 2, 2)],
+                      env=b.environ())
+    assert run.returncode == 0, run
+    assert_resolves(run)
+    tids = {int(m[1]): int(m[2]) for m in re.finditer(r"^thread (\d) tid (\d+)$", run.stdout, re.M)}
+    assert sorted(tids) == [1, 2], f"workload did not report its threads:\n{run}"
+    by_tid = {}
+    pids = set()
+    for stack, count in run.rows:
+        m = THREAD_RE.match(stack)
+        assert m, f"line without a [pid/tid vm ADDR] frame: {stack!r}"
+        pids.add(int(m[1]))
+        d = by_tid.setdefault(int(m[2]), {"vms": set(), "rows": []})
+        d["vms"].add(m[3])
+        d["rows"].append((m[4], count))
+    assert len(pids) == 1, f"one process, several pids: {pids}"
+    vms = {}
+    for index, fn in ((1, "spin_one"), (2, "spin_two")):
+        tid = tids[index]
+        assert tid in by_tid, f"no samples for thread {index} (tid {tid}):\n{run.output.read_text()}"
+        d = by_tid[tid]
+        assert len(d["vms"]) == 1, f"thread {index} on several VMs: {d['vms']}"
+        vms[index] = next(iter(d["vms"]))
+        sh = share(d["rows"], lambda f: f[-1] == f"threads.lua:{fn}")
+        assert sh >= 0.95, f"thread {index}: {100 * sh:.1f} % in {fn}:\n{run.output.read_text()}"
+        cpu = re.search(rf"^thread {index} sink \d+ cpu ([\d.]+)$", run.stdout, re.M)
+        assert cpu, f"thread {index} did not report its CPU time:\n{run.stdout}"
+        assert_rate(total(d["rows"]), float(cpu[1]), FREQ, f"thread {index}: ")
+    assert vms[1] != vms[2], f"both threads report VM {vms[1]}"
+    others = set(by_tid) - set(tids.values())
+    assert not others, f"samples on threads that run no Lua: {others}"
+
+
+# --- 2. hot spots and VM states of known workloads --------------------------------------
+
+WORKLOADS = {
+    # workload: its timed functions
+    "interp.lua": ("hot", "warm"),
+    "jitloops.lua": ("hot", "warm"),
+    "cheavy.lua": ("sorter", "strings"),
+    "gcchurn.lua": ("churn", "calm"),
+}
+WORKLOAD_BUILDS = ["stock-luajit", "stock-luajit2"]
+_runs = {}
+
+
+@pytest.fixture(scope="module")
+def workload_run(privileged, tmp_path_factory, lua_build_ready):
+    """One launch-mode run per (build, workload) under nupp-bpf, with
+    `luajit -jp=v` on the same workload alongside; cached for the module."""
+    def get(build_name, name):
+        key = (build_name, name)
+        if key not in _runs:
+            b = lua_build_ready(build_name)
+            script = workload(name)
+            jp = subprocess.Popen([*b.argv, JP_ARGS, str(script), "3.5"], env=b.environ(),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            nupp = Nupp(tmp_path_factory.mktemp("workload"))
+            run = nupp.launch(b, script, 3.5, timeout=120)
+            jp_out, jp_err = jp.communicate(timeout=120)
+            assert jp.returncode == 0, f"-jp=v run failed: {jp_err}"
+            _runs[key] = (run, parse_truth(run.stdout), parse_jp_states(jp_out))
+        return _runs[key]
+    return get
+
+
+CASES = [(b, w) for b in WORKLOAD_BUILDS for w in WORKLOADS]
+
+
+@pytest.mark.parametrize("build_name,name", CASES)
+def test_workload_resolves(workload_run, build_name, name):
+    """>= 99 % of the samples resolve to a Lua stack."""
+    run, _, _ = workload_run(build_name, name)
+    assert run.returncode == 0, run
+    assert_resolves(run)
+
+
+@pytest.mark.parametrize("build_name,name", CASES)
+def test_workload_hot_function_share(workload_run, build_name, name):
+    """The share of samples under each timed function is within 3 points of
+    the CPU-time share the workload measured itself with os.clock."""
+    run, truth, _ = workload_run(build_name, name)
+    assert run.returncode == 0, run
+    rows = run.rows
+    for fn in WORKLOADS[name]:
+        assert fn in truth, f"workload printed no truth for {fn}:\n{run.stdout}"
+        got = 100 * share(rows, lambda f: f"{name}:{fn}" in f)
+        want = 100 * truth[fn]
+        assert abs(got - want) <= SHARE_TOL, \
+            f"{fn}: {got:.1f} % of the samples, the workload timed {want:.1f} %:\n" \
+            f"{run.output.read_text()}{run.stderr}"
+
+
+@pytest.mark.parametrize("build_name,name", CASES)
+def test_workload_vm_states(workload_run, build_name, name):
+    """The VM-state split of the summary is within 5 points of -jp=v's."""
+    run, _, jp = workload_run(build_name, name)
+    assert run.returncode == 0, run
+    st = run.summary.states
+    assert set(st) == set(STATES), f"summary states {st}"
+    assert abs(sum(st.values()) - 100) <= 0.6, f"states do not sum to 100: {st}"
+    bad = {k: (st[k], round(jp[k], 1)) for k in STATES if abs(st[k] - jp[k]) > STATE_TOL}
+    assert not bad, f"state: (nupp-bpf %, -jp=v %) differ by more than {STATE_TOL}: {bad}"
+
+
+def test_launch_profiles_from_the_start(nupp):
+    """early.lua spends its first 0.3 s of CPU in early(), then 0.7 s in
+    late(): a launched command is profiled from its start, so early() gets
+    its timed share (+-3 points), not less."""
+    run = nupp.launch(STOCK_LUAJIT, workload("early.lua"), 0.3, 0.7)
+    assert run.returncode == 0, run
+    truth = parse_truth(run.stdout)
+    got = 100 * share(run.rows, lambda f: "early.lua:early" in f)
+    want = 100 * truth["early"]
+    assert abs(got - want) <= SHARE_TOL, \
+        f"early(): {got:.1f} % of the samples, timed {want:.1f} %: the start of the " \
+        f"command was not sampled:\n{run.output.read_text()}"
+
+
+# --- sampling rate and clocks -----------------------------------------------------------
+
+@pytest.mark.parametrize("opt,hz", [(["-F", 499], 499), (["-i", 4], 250), (["-F", 997], 997)])
+def test_rate(nupp, target, opt, hz):
+    """-F HZ and -i MS: a busy thread gets HZ (1000 / MS) samples per CPU second."""
+    t = target(STOCK_LUAJIT, workload("mixed.lua"), 60, ready="ready")
+    cpu0 = cpu_seconds(t.pid)
+    run = nupp.run(["record", *opt, "-d", 2, "-p", t.pid])
+    cpu = cpu_seconds(t.pid) - cpu0
+    assert run.returncode == 0, run
+    assert_rate(total(run.rows), cpu, hz)
+
+
+def test_clock_tick(nupp, target):
+    """--clock tick samples on the scheduler tick (100..1000 Hz): the same
+    stacks, resolved."""
+    t = target(STOCK_LUAJIT, workload("mixed.lua"), 60, ready="ready")
+    cpu0 = cpu_seconds(t.pid)
+    run = nupp.run(["record", "--clock", "tick", "-d", 2, "-p", t.pid])
+    cpu = cpu_seconds(t.pid) - cpu0
+    assert run.returncode == 0, run
+    assert_resolves(run)
+    n = total(run.rows)
+    assert 0.88 * 100 * cpu <= n <= 1.05 * 1000 * cpu, f"{n} samples in {cpu:.2f} CPU s of ticks"
+    stack_re = re.compile(MIXED_RE.format(c=r"@0x[0-9a-f]+;"))
+    good = share(run.rows, lambda f: bool(stack_re.match(";".join(f))))
+    assert good >= 0.97, run.output.read_text()
+
+
+def test_duration(nupp, target):
+    """-d 1 stops after about a second, leaving the target running."""
+    t = target(STOCK_LUAJIT, workload("mixed.lua"), 60, ready="ready")
+    t0 = time.monotonic()
+    run = nupp.record(["-d", 1, "-p", t.pid])
+    took = time.monotonic() - t0
+    assert run.returncode == 0, run
+    assert 1.0 <= took <= 3.0, f"-d 1 took {took:.2f} s"
+    assert t.alive()
+    assert total(run.rows) > 0
+
+
+# --- 3. frames rendered exactly as jit.profile.dumpstack("F;", -50) ---------------------
+
+SHAPES = ["nested", "method", "pcall", "index", "newindex", "add", "concat", "lt", "call",
+          "coroutine", "varargs", "tailcall", "from_c", "iterator", "recursion"]
+SHAPE_BUILDS = ["stock-luajit", "stock-luajit2-host"]
+
+
+def dumpstack_of(stdout):
+    """The `stack ...` line shapes.lua printed, without dumpstack's own frame."""
+    m = re.search(r"^stack (.*)$", stdout, re.M)
+    assert m, f"shapes.lua printed no stack:\n{stdout}"
+    f = m[1].rstrip(";").split(";")
+    if f and f[-1] == "dumpstack":
+        f.pop()
+    return f
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("build_name", SHAPE_BUILDS)
+def test_frames_match_dumpstack(nupp, lua_build_ready, build_name, shape):
+    """At the spin point of each shape, the most frequent sampled stack is
+    exactly what dumpstack printed there, and it has >= 90 % of the samples."""
+    b = lua_build_ready(build_name)
+    run = nupp.launch(b, workload("shapes.lua"), shape, 1, extra=("--depth", 64))
+    assert run.returncode == 0, run
+    want = ";".join(dumpstack_of(run.stdout))
+    got, n = top(run.rows)
+    assert got == want, f"most frequent stack\n  {got}\ndumpstack printed\n  {want}\n" \
+                        f"{run.output.read_text()}"
+    assert n >= 0.9 * total(run.rows), run.output.read_text()
+    assert_resolves(run)
+
+
+# --- 6. the collapsed format, --root, --depth --------------------------------------------
+
+@pytest.fixture(scope="module")
+def root_runs(privileged, tmp_path_factory):
+    """root.lua sampled whole and with --root rootmod.lua."""
+    nupp = Nupp(tmp_path_factory.mktemp("root"))
+    whole = nupp.launch(STOCK_LUAJIT, workload("root.lua"), 2)
+    cut = nupp.launch(STOCK_LUAJIT, workload("root.lua"), 2, extra=("--root", "rootmod.lua"))
+    return whole, cut
+
+
+def test_collapsed_format(root_runs):
+    """Every line is `STACK COUNT` (no empty frame, count >= 1), lines are
+    ordered by count descending, then by stack, and no stack repeats."""
+    for run in root_runs:
+        assert run.returncode == 0, run
+        text = run.output.read_text()
+        assert text.endswith("\n"), "last line unterminated"
+        rows = run.rows				# asserts ^(.+) (\d+)$ on every line
+        for stack, count in rows:
+            assert count >= 1 and "" not in frames(stack), (stack, count)
+        keys = [(-c, s) for s, c in rows]
+        assert keys == sorted(keys), f"not ordered by count, then stack:\n{text}"
+        assert len({s for s, _ in rows}) == len(rows), "a stack appears twice"
+        s = run.summary
+        assert s.samples == total(rows), f"summary says {s.samples} samples, file has {total(rows)}"
+        assert s.stacks == len(rows)
+
+
+def test_root_cuts_and_merges(root_runs):
+    """Without --root the module's work shows under via_a and via_b; with
+    --root rootmod.lua both become one line rootmod.lua:run;rootmod.lua:work
+    (their shares summed, +-3 points of the timing), and a stack with no
+    rootmod.lua frame (own) stays whole."""
+    whole, cut = root_runs
+    head = r"@0x[0-9a-f]+;root\.lua:0;"
+    truth = parse_truth(whole.stdout)
+    for via in ("via_a", "via_b"):
+        want = [s for s, _ in whole.rows if re.fullmatch(
+            head + rf"root\.lua:{via};rootmod\.lua:run;rootmod\.lua:work", s)]
+        assert len(want) == 1, f"no whole stack through {via}:\n{whole.output.read_text()}"
+        got = 100 * share(whole.rows, lambda f: f"root.lua:{via}" in f)
+        assert abs(got - 100 * truth[via]) <= SHARE_TOL, (via, got, truth)
+    truth = parse_truth(cut.stdout)
+    rows = dict(cut.rows)
+    assert "rootmod.lua:run;rootmod.lua:work" in rows, cut.output.read_text()
+    for stack in rows:
+        f = frames(stack)
+        if any(x.startswith("rootmod.lua:") for x in f):
+            assert f[0].startswith("rootmod.lua:"), f"not cut back to rootmod.lua: {stack}"
+        assert "root.lua:via_a" not in f and "root.lua:via_b" not in f, stack
+    got = 100 * share(cut.rows, lambda f: f[0] == "rootmod.lua:run")
+    want = 100 * (truth["via_a"] + truth["via_b"])
+    assert abs(got - want) <= SHARE_TOL, f"rootmod.lua:run {got:.1f} %, timed {want:.1f} %"
+    own = [s for s in rows if s.endswith(";root.lua:own")]
+    assert len(own) == 1 and re.fullmatch(head + r"root\.lua:own", own[0]), rows
+
+
+@pytest.mark.parametrize("depth", [1, 3, 16, 128])
+def test_depth(nupp, depth):
+    """shapes.lua deep spins 31 calls deep: --depth N keeps the innermost N
+    frames of dumpstack's stack (all of them when N is larger), and the
+    summary counts the samples it cut."""
+    run = nupp.launch(STOCK_LUAJIT, workload("shapes.lua"), "deep", 1, extra=("--depth", depth))
+    assert run.returncode == 0, run
+    full = dumpstack_of(run.stdout)
+    assert len(full) > 16, full
+    for stack, _ in run.rows:
+        assert len(frames(stack)) <= depth, f"--depth {depth}: {stack}"
+    got, n = top(run.rows)
+    assert got == ";".join(full[-depth:]), f"--depth {depth}: got\n  {got}\nwant\n  {';'.join(full[-depth:])}"
+    assert n >= 0.9 * total(run.rows)
+    truncated = run.summary.truncated
+    if depth < len(full):
+        assert truncated >= 0.9 * total(run.rows), f"summary: {truncated} truncated\n{run.stderr}"
+    else:
+        assert truncated == 0, run.stderr
