@@ -21,7 +21,7 @@ static __always_inline int lj_read(void *dst, __u32 size, __u64 addr)
 #define LJ_READ(dst, size, addr) lj_read(dst, size, addr)
 #include "lj_walk.h"
 
-const volatile __u32 max_depth = 16;	/* --depth */
+const volatile __u32 max_depth = 16;	/* --depth, at most NUPP_MAX_SHOWN */
 volatile __u32 paused;			/* set by userspace: count, don't record */
 
 struct {
@@ -210,7 +210,8 @@ static __always_inline int sample(struct pt_regs *regs)
 	w.lj = &p->lj;
 	w.L = L;
 	w.bot = stack + 8;
-	w.max = max_depth < NUPP_MAX_DEPTH ? max_depth : NUPP_MAX_DEPTH;
+	/* One frame more than shown: the caller names the outermost one. */
+	w.max = (max_depth < NUPP_MAX_SHOWN ? max_depth : NUPP_MAX_SHOWN) + 1;
 	w.frames = key->frames;
 	err = walk_start(p, regs, g, L, vmstate, &w);
 	if (err)
@@ -230,7 +231,7 @@ static __always_inline int sample(struct pt_regs *regs)
 	if (p->zone_cur)
 		lj_read(&key->zone, 4, p->zone_cur);
 	key->depth = w.depth;
-	key->truncated = w.truncated;
+	key->truncated = w.depth == w.max;	/* more frames than --depth */
 
 	c = bpf_map_lookup_elem(&counts, key);
 	if (!c) {

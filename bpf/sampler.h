@@ -5,7 +5,10 @@
 
 #include "lj_layout.h"
 
-#define NUPP_MAX_DEPTH	128	/* upper bound of --depth; a power of two */
+#define NUPP_MAX_DEPTH	128	/* frames a key can hold; a power of two */
+#define NUPP_MAX_SHOWN	(NUPP_MAX_DEPTH - 1)	/* upper bound of --depth: a cut
+						 * stack keeps one more frame to name
+						 * its outermost one */
 
 /* How a frame was called, which decides how its name is derived (the
  * caller's call site, a metamethod, or no name at all; lj_debug_funcname). */
@@ -64,8 +67,9 @@ struct nupp_stack_key {
 	__u32 tid;
 	__u64 g;		/* global_State * of the VM */
 	__u32 zone;		/* zone path id open in the target, 0 none */
-	__u16 depth;		/* frames used */
-	__u16 truncated;	/* 1 when the walk stopped at --depth */
+	__u16 depth;		/* frames used, at most --depth + 1 */
+	__u16 truncated;	/* 1: the walk stopped at --depth; frames[depth - 1]
+				 * is only the caller of the outermost shown one */
 	struct nupp_frame frames[NUPP_MAX_DEPTH];
 };
 

@@ -223,8 +223,8 @@ static int l_sample(lua_State *L)
 	luaL_checktype(L, 2, LUA_TFUNCTION);
 	o.period_us = opt_int(L, 1, "intervalMs", 10) * 1000;
 	o.depth = opt_int(L, 1, "stackDepth", 16);
-	if (o.depth < 1 || o.depth > NUPP_MAX_DEPTH)
-		return luaL_error(L, "nupp.profile: stackDepth must be 1..%d", NUPP_MAX_DEPTH);
+	if (o.depth < 1 || o.depth > NUPP_MAX_SHOWN)
+		return luaL_error(L, "nupp.profile: stackDepth must be 1..%d", NUPP_MAX_SHOWN);
 	s = lua_newuserdata(L, sizeof(*s));
 	memset(s, 0, sizeof(*s));
 	pthread_mutex_init(&s->lock, NULL);

@@ -49,7 +49,7 @@ static const struct argp_option options[] = {
 	{ "interval", 'i', "MS", 0, "Milliseconds between samples (instead of -F)", 1 },
 	{ "clock", OPT_CLOCK, "cpu|tick", 0, "Sampling clock: cpu-clock events at -F (default), "
 	  "or the scheduler tick at CONFIG_HZ with no added interrupts", 1 },
-	{ "depth", OPT_DEPTH, "N", 0, "Frames per stack (default 16, at most 128)", 1 },
+	{ "depth", OPT_DEPTH, "N", 0, "Frames per stack (default 16, at most 127)", 1 },
 	{ "root", OPT_ROOT, "MODULE", 0, "Cut stacks back to their outermost frame from MODULE", 1 },
 	{ "zone", OPT_ZONE, "PREFIX", 0, "Keep only samples and aborts under this zone path", 1 },
 	{ "threads", OPT_THREADS, NULL, 0, "Start each stack with a [pid/tid vm ADDR] frame", 1 },
@@ -118,7 +118,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 			usage_error("--clock is cpu or tick, not '%s'", arg);
 		break;
 	case OPT_DEPTH:
-		o->sampler.depth = parse_num("--depth", arg, 1, NUPP_MAX_DEPTH);
+		o->sampler.depth = parse_num("--depth", arg, 1, NUPP_MAX_SHOWN);
 		break;
 	case OPT_ROOT:
 		o->render.root = arg;

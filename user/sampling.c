@@ -118,7 +118,7 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 	}
 	s->skel->rodata->max_depth = o->depth;
 	/* Keys hold exactly --depth frames: less to hash per sample. */
-	s->key_size = offsetof(struct nupp_stack_key, frames) + o->depth * sizeof(struct nupp_frame);
+	s->key_size = offsetof(struct nupp_stack_key, frames) + (o->depth + 1) * sizeof(struct nupp_frame);
 	bpf_map__set_key_size(s->skel->maps.counts, s->key_size);
 	bpf_map__set_max_entries(s->skel->maps.counts, o->max_stacks);
 	bpf_program__set_autoload(o->clock == SAMPLER_CLOCK_TICK ? s->skel->progs.on_cpu_clock
@@ -240,7 +240,8 @@ static int symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
 	int unknown;
 
 	if (tg) {
-		unknown = symbolizer__stack(tg->sym, k->frames, k->depth, &stack);
+		unknown = symbolizer__stack_cut(tg->sym, k->frames, k->depth,
+						k->depth - k->truncated, &stack);
 		if (unknown == -ENOMEM)
 			return -1;
 		if (unknown < k->depth)

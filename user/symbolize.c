@@ -879,6 +879,12 @@ int symbolizer__frame(struct symbolizer *s, const struct nupp_frame *frames,
 int symbolizer__stack(struct symbolizer *s, const struct nupp_frame *frames,
 		      int depth, struct strbuf *out)
 {
+	return symbolizer__stack_cut(s, frames, depth, depth, out);
+}
+
+int symbolizer__stack_cut(struct symbolizer *s, const struct nupp_frame *frames,
+			  int depth, int shown, struct strbuf *out)
+{
 	struct frame_info fi[2];	/* frame i and its caller, i + 1 */
 	int i, r, unknown = 0;
 
@@ -892,7 +898,9 @@ int symbolizer__stack(struct symbolizer *s, const struct nupp_frame *frames,
 
 		if ((r = frame_resolve(s, &frames[i], self)))
 			return r;
-		if (i != depth - 1 && strbuf__puts(out, ";"))
+		if (i >= shown)
+			continue;
+		if (i != shown - 1 && strbuf__puts(out, ";"))
 			return -ENOMEM;
 		r = frame_render(s, frames, i, self, i + 1 < depth ? caller : NULL, out);
 		if (r < 0)

@@ -78,6 +78,12 @@ void symbolizer__flush(struct symbolizer *s);
 int symbolizer__stack(struct symbolizer *s, const struct nupp_frame *frames,
 		      int depth, struct strbuf *out);
 
+/* The same for the innermost `shown` frames only; the frames beyond them
+ * only name their callees (a stack cut at --depth keeps one more frame so
+ * that its outermost shown frame is still named by its caller). */
+int symbolizer__stack_cut(struct symbolizer *s, const struct nupp_frame *frames,
+			  int depth, int shown, struct strbuf *out);
+
 /* Append frame i of frames[0..depth) alone; the frame above it (i + 1) is its
  * caller. Returns 1 when it rendered as SYM_UNKNOWN, 0, or -ENOMEM. */
 int symbolizer__frame(struct symbolizer *s, const struct nupp_frame *frames,
