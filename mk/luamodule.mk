@@ -10,3 +10,8 @@ $(LUA_BPF_SO): user/lua_module.c $(B)/libnupp.a
 
 all: $(LUA_BPF_SO)
 lua: $(LUA_BPF_SO)
+
+install-lua: install-lua-bpf
+install-lua-bpf: $(LUA_BPF_SO)
+	$(Q)install -D -m 755 $(LUA_BPF_SO) $(DESTDIR)$(LUA_CMOD_DIR)/nupp/profile/bpf.so
+.PHONY: install-lua-bpf
