@@ -331,6 +331,14 @@ def target():
             pass
 
 
+def max_depth():
+    """The largest --depth nupp-bpf accepts, as its --help states it."""
+    h = subprocess.run([str(NUPP), "--help"], capture_output=True, text=True).stdout
+    m = re.search(r"--depth=N .*at most (\d+)", h)
+    assert m, f"--help does not state the largest --depth:\n{h}"
+    return int(m[1])
+
+
 def cpu_seconds(pid):
     """CPU time a process (all its threads) has used so far, from schedstat."""
     t = 0

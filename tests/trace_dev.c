@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "lj_target.h"
+#include "trace.h"
 #include "tracer.h"
 
 #define MAX_PIDS 16
@@ -54,6 +55,7 @@ int main(int argc, char **argv)
 	char err[1024];
 	struct tracer *tr;
 	struct trace_report r;
+	__u64 c[NUPP_TRC_MAX];
 	FILE *f = stdout;
 
 	for (int i = 1; i < argc; i++) {
@@ -120,6 +122,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "profile.id=%s\n", r.profile.id);
 		fprintf(stderr, "totalAborts=%llu blacklisted=%llu lost=%llu catalog=%s/%d\n",
 			r.total_aborts, r.blacklisted, r.lost, r.catalog_id, r.catalog_version);
+		if (!tracer__counters(tr, c))
+			fprintf(stderr, "probe hits=%llu no_J=%llu no_trace=%llu read=%llu rb_full=%llu events=%llu\n",
+				c[0], c[1], c[2], c[3], c[4], c[5]);
 	}
 	rc = 0;
 	if (f != stdout)

@@ -714,6 +714,9 @@ static int target_attach(struct tracer *tr, struct tr_target *tg, char *err, siz
 	}
 	tg->link = bpf_program__attach_uprobe_opts(tr->skel->progs.trace_abort_site, tg->pid,
 						   t->path, off, &uo);
+	if (getenv("NUPP_VERBOSE"))
+		fprintf(stderr, "trace: pid %d: %s site vaddr 0x%llx file offset 0x%llx\n", tg->pid,
+			t->path, (unsigned long long)site, (unsigned long long)off);
 	if (!tg->link) {
 		snprintf(err, errsz, "failed to attach uprobe to %s: %s", t->shown, strerror(errno));
 		return -1;
@@ -777,7 +780,13 @@ int tracer__set_zone_state(struct tracer *tr, pid_t pid, __u64 zone_state_addr)
 
 int tracer__poll(struct tracer *tr, int timeout_ms)
 {
-	return ring_buffer__poll(tr->rb, timeout_ms);
+	/* The probe submits without wakeups (each costs ~4 us in the target):
+	 * wait out the timeout, then consume whatever is there. */
+	int n = ring_buffer__poll(tr->rb, timeout_ms);
+
+	if (n < 0 && n != -EINTR)
+		return n;
+	return ring_buffer__consume(tr->rb);
 }
 
 void tracer__pause(struct tracer *tr, bool paused)
@@ -806,23 +815,30 @@ static int cmp_site(const void *a, const void *b)
 	return strcmp(x->zone_path, y->zone_path);
 }
 
+int tracer__counters(struct tracer *tr, __u64 *out)
+{
+	int ncpu = libbpf_num_possible_cpus();
+
+	memset(out, 0, NUPP_TRC_MAX * sizeof(out[0]));
+	if (ncpu <= 0)
+		return ncpu;
+	__u64 vals[ncpu];
+	for (__u32 k = 0; k < NUPP_TRC_MAX; k++) {
+		if (bpf_map__lookup_elem(tr->skel->maps.counters, &k, sizeof(k), vals, sizeof(vals), 0))
+			return -errno;
+		for (int c = 0; c < ncpu; c++)
+			out[k] += vals[c];
+	}
+	return 0;
+}
+
 static __u64 lost_events(struct tracer *tr)
 {
-	__u64 total = 0;
-	int ncpu = libbpf_num_possible_cpus();
-	__u32 keys[] = { NUPP_TRC_RB_FULL, NUPP_TRC_READ, NUPP_TRC_NO_J };
+	__u64 c[NUPP_TRC_MAX];
 
-	if (ncpu <= 0)
+	if (tracer__counters(tr, c))
 		return 0;
-	__u64 vals[ncpu];
-	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
-		if (bpf_map__lookup_elem(tr->skel->maps.counters, &keys[k], sizeof(keys[k]),
-					 vals, sizeof(vals), 0))
-			continue;
-		for (int c = 0; c < ncpu; c++)
-			total += vals[c];
-	}
-	return total;
+	return c[NUPP_TRC_RB_FULL] + c[NUPP_TRC_READ] + c[NUPP_TRC_NO_J];
 }
 
 int tracer__report(struct tracer *tr, struct trace_report *out)

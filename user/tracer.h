@@ -94,6 +94,9 @@ int trace_report__write_csv(const struct trace_report *r, FILE *f);
 /* The TraceProfile of a target; jit_flags is J->flags (tracer__open reads it). */
 void tracer__profile(const struct lj_target *t, __u32 jit_flags, struct trace_profile *out);
 
+/* The probe's counters (enum nupp_trace_counter in bpf/trace.h). 0 or -errno. */
+int tracer__counters(struct tracer *tr, __u64 *out);
+
 void tracer__close(struct tracer *tr);
 
 /* Where the probe goes in a build: the "if (traceno)" jcc of trace_abort(),

@@ -1,9 +1,12 @@
 -- gcchurn.lua - allocation churn: churn() fills a ring of short-lived tables
--- (the collector runs inside it), calm() does arithmetic only.
---   luajit gcchurn.lua [SECONDS]   (default 3.5)
--- At exit prints `truth NAME FRACTION` (os.clock time in NAME / process CPU time).
+-- (the collector runs inside it, in steps the allocations trigger), calm()
+-- does arithmetic only.
+--   luajit gcchurn.lua [SECONDS [jit|interp]]   (default 3.5 jit)
+-- With "interp" the JIT is off. At exit prints `truth NAME FRACTION`
+-- (os.clock time in NAME / process CPU time).
 local clock = os.clock
 local dur = tonumber(arg and arg[1]) or 3.5
+if arg and arg[2] == "interp" then jit.off() end
 
 local ring = {}
 local function churn(n)

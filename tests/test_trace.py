@@ -1,0 +1,102 @@
+"""test_trace.py - the trace-abort collector against in-process ground truth (root).
+
+For every corpus program in tests/aborts/ and every LuaJIT build, the sites
+nupp-trace-dev reports must equal, row for row, what a jit.attach handler in
+the same run counted (tests/aborts/truth.lua); the target's output and exit
+status must not change when the collector is attached.
+"""
+import csv
+import glob
+import io
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trace_run  # noqa: E402
+
+ROOT = trace_run.ROOT
+BUILDS = {
+    "stock-luajit": os.path.join(ROOT, "build/stock/luajit/usr/bin/luajit"),
+    "system-luajit": "/usr/bin/luajit",
+    "stock-luajit2": os.path.join(ROOT, "build/stock/luajit2/usr/bin/luajit"),
+    "pinned-luajit": os.path.join(ROOT, "build/luajit/luajit/src/luajit"),
+    "pinned-luajit2": os.path.join(ROOT, "build/luajit/luajit2/src/luajit"),
+}
+PROGRAMS = sorted(p for p in glob.glob(os.path.join(ROOT, "tests/aborts/*.lua"))
+                  if not p.endswith("/truth.lua"))
+HEADER = ["severity", "count", "reason", "reasonId", "reasonClass", "rawReason", "location", "zonePath"]
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="BPF needs root")
+
+
+def build(name):
+    path = BUILDS[name]
+    if not os.path.exists(path):
+        pytest.skip("%s not built (%s)" % (name, path))
+    return path
+
+
+@pytest.mark.parametrize("benign", [False, True], ids=["default", "benign"])
+@pytest.mark.parametrize("prog", PROGRAMS, ids=[os.path.basename(p) for p in PROGRAMS])
+@pytest.mark.parametrize("name", sorted(BUILDS))
+def test_sites_equal_truth(name, prog, benign):
+    r = trace_run.run(build(name), prog, benign=benign)
+    assert r["dev_status"] == 0, r["dev_stderr"]
+    assert r["status"] == 0, r["stderr"]
+    assert r["truth"][0] == HEADER
+    assert r["bpf"] == r["truth"], r["dev_stderr"]
+    totals = dict(kv.split("=") for kv in r["truth_totals"].split())
+    assert "totalAborts=%s blacklisted=%s" % (totals["totalAborts"], totals["blacklisted"]) \
+        in r["dev_stderr"]
+    assert "lost=0" in r["dev_stderr"]
+
+
+@pytest.mark.parametrize("prog", PROGRAMS, ids=[os.path.basename(p) for p in PROGRAMS])
+def test_output_unchanged(prog):
+    luajit = build("stock-luajit")
+    plain = trace_run.run(luajit, prog, bpf=False)
+    traced = trace_run.run(luajit, prog, bpf=True)
+    assert traced["stdout"] == plain["stdout"]
+    assert traced["stderr"] == plain["stderr"]
+    assert traced["status"] == plain["status"]
+
+
+def test_corpus_covers_reasons():
+    """At least 12 distinct VM reasons across the three classes, and blacklisting."""
+    luajit = build("stock-luajit")
+    ids, classes, blacklist = set(), set(), 0
+    for prog in PROGRAMS:
+        rows = trace_run.run(luajit, prog, benign=True)["bpf"][1:]
+        for row in rows:
+            ids.add(row[3].split(".")[0] + "." + row[3].split(".")[1])
+            classes.add(row[4])
+            blacklist += row[0] == "blacklist"
+    assert len(ids) >= 12, sorted(ids)
+    assert classes == {"blocker", "risk", "stop"}
+    assert blacklist >= 3
+
+
+def test_csv_round_trip():
+    """A location with a comma, a quote and a newline survives python's csv."""
+    luajit = build("stock-luajit")
+    r = trace_run.run(luajit, os.path.join(ROOT, "tests/aborts/odd_names.lua"))
+    rows = r["bpf"]
+    assert rows[0] == HEADER
+    assert rows[1][6] == 'odd, "name"\nline:1'
+    buf = io.StringIO(newline="")
+    csv.writer(buf, lineterminator="\r\n").writerows(rows)
+    assert list(csv.reader(io.StringIO(buf.getvalue(), newline=""))) == rows
+
+
+def test_profile():
+    r = trace_run.run(build("stock-luajit"), os.path.join(ROOT, "tests/aborts/nyi_fnew.lua"))
+    line = [l for l in r["dev_stderr"].splitlines() if l.startswith("profile.id=")][0]
+    fields = line[len("profile.id="):].split(";")
+    assert fields[0].startswith("luajit 2.1.0~beta3+git20220320")
+    assert fields[1] == "20220320"
+    assert fields[2:4] == ["x64", "Linux"]
+    assert "fold" in fields[4].split(",") and fields[4].split(",") == sorted(fields[4].split(","))
+    assert fields[5].startswith("fnv1a32:")
+    assert fields[6] == "true"
