@@ -25,7 +25,7 @@ struct target {
 	const struct lj_target *t;
 	pid_t pid;			/* storage the memory reader points at */
 	struct symbolizer *sym;
-	struct zones *zones;
+	struct zones *zones;		/* the caller's, NULL until set */
 	struct nupp_proc proc;		/* as configured in the procs map */
 };
 
@@ -39,7 +39,6 @@ struct sampler {
 	struct keymap seen;		/* kernel key -> row index in rows, -2 unsymbolized */
 	struct profile rows;		/* rows with counts still 0 until collect */
 	__u64 unsymbolized_keys;
-	unsigned polls;
 };
 
 static const char *const err_names[NUPP_ERR_MAX] = {
@@ -153,13 +152,19 @@ void sampler__close(struct sampler *s)
 		bpf_link__destroy(s->links[i]);
 	free(s->links);
 	sampler_bpf__destroy(s->skel);
-	for (int i = 0; i < s->ntargets; i++) {
+	for (int i = 0; i < s->ntargets; i++)
 		symbolizer__free(s->targets[i].sym);
-		zones__free(s->targets[i].zones);
-	}
 	keymap__free(&s->seen);
 	profile__free(&s->rows);
 	free(s);
+}
+
+static struct target *target_of(struct sampler *s, __u32 pid)
+{
+	for (int i = 0; i < s->ntargets; i++)
+		if (s->targets[i].pid == (pid_t)pid)
+			return &s->targets[i];
+	return NULL;
 }
 
 /* Write a target's entry of the procs map. */
@@ -169,15 +174,6 @@ static int configure(struct sampler *s, struct target *tg)
 
 	return bpf_map__update_elem(s->skel->maps.procs, &pid, sizeof(pid), &tg->proc,
 				    sizeof(tg->proc), BPF_ANY);
-}
-
-/* Once the target's zone module shows up, samples carry its zone ids. */
-static void refresh_zones(struct sampler *s, struct target *tg)
-{
-	if (zones__refresh(tg->zones)) {
-		tg->proc.zone_cur = zones__current_addr(tg->zones);
-		configure(s, tg);
-	}
 }
 
 int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err, size_t errsz)
@@ -199,22 +195,28 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err,
 		.g = t->ngs == 1 ? t->gs[0] : 0,
 	};
 	tg->sym = symbolizer__new(lj_target__build(t), procmem__reader(&tg->pid));
-	tg->zones = zones__new(t->pid);
-	if (!tg->sym || !tg->zones) {
+	if (!tg->sym) {
 		snprintf(err, errsz, "out of memory");
-		goto fail;
+		return -1;
 	}
 	if (configure(s, tg)) {
 		snprintf(err, errsz, "failed to configure PID %d: %s", t->pid, strerror(errno));
-		goto fail;
+		symbolizer__free(tg->sym);
+		return -1;
 	}
-	refresh_zones(s, tg);
 	s->ntargets++;
 	return 0;
-fail:
-	symbolizer__free(tg->sym);
-	zones__free(tg->zones);
-	return -1;
+}
+
+int sampler__set_zones(struct sampler *s, pid_t pid, struct zones *z)
+{
+	struct target *tg = target_of(s, pid);
+
+	if (!tg)
+		return -ESRCH;
+	tg->zones = z;
+	tg->proc.zone_cur = zones__current_addr(z);
+	return configure(s, tg) ? -errno : 0;
 }
 
 void sampler__pause(struct sampler *s, bool paused)
@@ -222,13 +224,6 @@ void sampler__pause(struct sampler *s, bool paused)
 	s->skel->bss->paused = paused;
 }
 
-static struct target *target_of(struct sampler *s, __u32 pid)
-{
-	for (int i = 0; i < s->ntargets; i++)
-		if (s->targets[i].pid == (pid_t)pid)
-			return &s->targets[i];
-	return NULL;
-}
 
 /* Render one kernel key into a row, once. A stack none of whose frames could
  * be read (the target is gone) is counted as unsymbolized instead. */
@@ -245,7 +240,7 @@ static int symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
 		if (unknown == -ENOMEM)
 			return -1;
 		if (unknown < k->depth)
-			row = profile__add(&s->rows, k->pid, k->tid, k->g, zones__path(tg->zones, k->zone),
+			row = profile__add(&s->rows, k->pid, k->tid, k->g, tg->zones ? zones__path(tg->zones, k->zone) : "",
 					   stack.buf ? stack.buf : "");
 		if (row == -1)
 			return -1;
@@ -267,9 +262,6 @@ int sampler__poll(struct sampler *s)
 		ret = -ENOMEM;
 		goto out;
 	}
-	if (s->polls++ % 10 == 0)	/* a zone module may have been loaded */
-		for (int i = 0; i < s->ntargets; i++)
-			refresh_zones(s, &s->targets[i]);
 	while (!bpf_map_get_next_key(fd, prev, next)) {
 		if (keymap__get(&s->seen, next, s->key_size) == -1 && symbolize_key(s, next)) {
 			ret = -ENOMEM;

@@ -43,9 +43,14 @@ struct sampler;
 struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t errsz);
 void sampler__close(struct sampler *s);
 
-/* Start sampling the process of t (t must outlive the sampler). Samples
- * carry the zone path open in the target once its zone module is found. */
+/* Start sampling the process of t (t must outlive the sampler). */
 int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err, size_t errsz);
+
+struct zones;
+
+/* Once the target's zone module is found (user/zones.h), samples carry the
+ * zone path open in it; z stays the caller's. 0 or -errno. */
+int sampler__set_zones(struct sampler *s, pid_t pid, struct zones *z);
 
 /* Suspend or resume recording; the timer keeps firing. */
 void sampler__pause(struct sampler *s, bool paused);

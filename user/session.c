@@ -10,11 +10,17 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include "flamegraph.h"
 #include "session.h"
+#include "trace_reasons.h"
+#include "tracer.h"
+#include "zones.h"
 
-#define POLL_MS 100	/* symbolize new stacks this often, while their memory exists */
+#define TICK_MS		10	/* trace events are drained this often */
+#define POLL_TICKS	10	/* symbolize new stacks every 100 ms */
+#define ZONE_TICKS	100	/* look for a newly loaded zone module every second */
 
 static volatile sig_atomic_t stop_signal;
 
@@ -95,6 +101,7 @@ static bool proc_alive(pid_t pid)
 struct run {
 	const struct session_opts *o;
 	struct lj_target targets[SESSION_MAX_PIDS];
+	struct zones *zones[SESSION_MAX_PIDS];
 	bool attached[SESSION_MAX_PIDS];
 	bool exited[SESSION_MAX_PIDS];
 	pid_t pids[SESSION_MAX_PIDS];
@@ -103,14 +110,28 @@ struct run {
 	int child_status;
 	bool child_reaped;
 	int release_fd;			/* write end of the child's start pipe */
-	struct sampler *sampler;
-	FILE *out, *svg;
-	char out_name[4096], svg_name[4096];
+	struct sampler *sampler;	/* NULL when not sampling */
+	struct tracer *tracer;		/* NULL when not tracing, or not yet */
+	bool trace_failed;		/* the collector could not attach; said so */
+	FILE *out, *svg, *csv;
+	char out_name[4096], svg_name[4096], csv_name[4096];
 	char err[1024];
 	double started;
 };
 
-/* Fork the command, held before exec until release(). */
+static bool sampling(const struct run *r)
+{
+	return r->o->channels & SESSION_SAMPLE;
+}
+
+static bool tracing(const struct run *r)
+{
+	return r->o->channels & SESSION_TRACE;
+}
+
+/* Fork the command, held before exec until release(). It asks to be traced
+ * so that it stops right after exec: the LuaJIT linked into the executable
+ * is then found and probed before any Lua code runs. */
 static int launch(struct run *r)
 {
 	int pipefd[2];
@@ -129,6 +150,7 @@ static int launch(struct run *r)
 		close(pipefd[1]);
 		if (read(pipefd[0], &c, 1) != 1)
 			_exit(127);	/* nupp-bpf gave up before starting it */
+		ptrace(PTRACE_TRACEME, 0, NULL, NULL);
 		execvp(r->o->argv[0], r->o->argv);
 		error_line("cannot run %s: %s", r->o->argv[0], strerror(errno));
 		_exit(127);
@@ -140,53 +162,91 @@ static int launch(struct run *r)
 	return 0;
 }
 
+static int attach_target(struct run *r, int i, bool final);
+static void open_tracer(struct run *r);
+
+/* Let the held command exec; attach at its exec stop, then let it run. */
 static void release(struct run *r)
 {
-	if (r->release_fd > 0) {
-		if (write(r->release_fd, "go", 1) != 1)
-			error_line("cannot start %s", r->o->argv[0]);
-		close(r->release_fd);
-		r->release_fd = -1;
+	int st;
+
+	if (write(r->release_fd, "go", 1) != 1)
+		error_line("cannot start %s", r->o->argv[0]);
+	close(r->release_fd);
+	r->release_fd = -1;
+	if (waitpid(r->child, &st, 0) != r->child)
+		return;
+	if (!WIFSTOPPED(st)) {		/* exec failed: it already exited */
+		r->child_status = st;
+		r->child_reaped = true;
+		return;
 	}
+	if (attach_target(r, 0, false) > 0)
+		open_tracer(r);
+	ptrace(PTRACE_DETACH, r->child, NULL, NULL);
 }
 
-/* Output names. record: -o FILE (default nupp-PID.collapsed). The default job
- * writes every channel: -o NAME gives NAME.collapsed, NAME.svg and
- * NAME-aborts.csv (default NAME nupp-PID). */
+/* Output names. record/trace: -o FILE (default nupp-PID.collapsed or
+ * nupp-PID-aborts.csv). The default job writes every channel: -o NAME gives
+ * NAME.collapsed, NAME.svg and NAME-aborts.csv (default NAME nupp-PID). */
 static void output_names(struct run *r)
 {
 	const struct session_opts *o = r->o;
+	bool one = o->command_given;
 	char base[4000];
 
-	if (o->output)
-		snprintf(base, sizeof(base), "%s", o->output);
-	else
+	snprintf(base, sizeof(base), "%s", o->output ? o->output : "");
+	if (!o->output)
 		snprintf(base, sizeof(base), "nupp-%d", r->pids[0]);
-	if (o->command_given && o->output)
-		snprintf(r->out_name, sizeof(r->out_name), "%s", o->output);
-	else
-		snprintf(r->out_name, sizeof(r->out_name), "%s.collapsed", base);
+	if (sampling(r))
+		snprintf(r->out_name, sizeof(r->out_name), one && o->output ? "%s" : "%s.collapsed", base);
+	if (tracing(r))
+		snprintf(r->csv_name, sizeof(r->csv_name), one && o->output ? "%s" : "%s-aborts.csv", base);
 	if (o->svg)
 		snprintf(r->svg_name, sizeof(r->svg_name), "%s", o->svg);
-	else if (!o->command_given)
+	else if (!one)
 		snprintf(r->svg_name, sizeof(r->svg_name), "%s.svg", base);
 }
 
+static FILE *open_one(const char *name)
+{
+	FILE *f;
+
+	if (!name[0])
+		return NULL;
+	if (!strcmp(name, "-"))
+		return stdout;
+	f = fopen(name, "we");
+	if (!f)
+		error_line("cannot write %s: %s", name, strerror(errno));
+	return f;
+}
+
 /* Open every output now: an unwritable one fails before anything attaches. */
-static int open_output(struct run *r)
+static int open_outputs(struct run *r)
 {
 	output_names(r);
-	if (!strcmp(r->out_name, "-")) {
-		r->out = stdout;
-	} else if (!(r->out = fopen(r->out_name, "we"))) {
-		error_line("cannot write %s: %s", r->out_name, strerror(errno));
-		return -1;
-	}
-	if (r->svg_name[0] && !(r->svg = fopen(r->svg_name, "we"))) {
-		error_line("cannot write %s: %s", r->svg_name, strerror(errno));
-		return -1;
-	}
-	return 0;
+	r->out = open_one(r->out_name);
+	r->csv = open_one(r->csv_name);
+	r->svg = open_one(r->svg_name);
+	return (r->out_name[0] && !r->out) || (r->csv_name[0] && !r->csv) ||
+	       (r->svg_name[0] && !r->svg) ? -1 : 0;
+}
+
+/* Close an output; false (and an error line) when it could not be written. */
+static bool close_one(FILE **f, const char *name)
+{
+	bool ok;
+
+	if (!*f)
+		return true;
+	ok = !ferror(*f) && !fflush(*f);
+	if (*f != stdout)
+		ok = !fclose(*f) && ok;
+	*f = NULL;
+	if (!ok)
+		error_line("cannot write %s: %s", name, strerror(errno));
+	return ok;
 }
 
 /* Identify LuaJIT in target i and start sampling it. 1 attached, 0 not yet
@@ -201,17 +261,53 @@ static int attach_target(struct run *r, int i, bool final)
 		error_line("%s", r->err);
 		return -1;
 	}
-	if (sampler__add_target(r->sampler, t, r->err, sizeof(r->err))) {
+	if (r->sampler && sampler__add_target(r->sampler, t, r->err, sizeof(r->err))) {
 		error_line("%s", r->err);
 		return -1;
 	}
+	r->zones[i] = zones__new(t->pid);
 	r->attached[i] = true;
 	return 1;
 }
 
+/* Attach the trace collector to every attached target. Where LuaJIT's abort
+ * path cannot be found, `trace` fails; the default job goes on sampling. */
+static void open_tracer(struct run *r)
+{
+	struct lj_target ts[SESSION_MAX_PIDS];
+	int n = 0;
+
+	if (!tracing(r) || r->tracer || r->trace_failed)
+		return;
+	for (int i = 0; i < r->npids; i++)
+		if (r->attached[i])
+			ts[n++] = r->targets[i];
+	r->tracer = tracer__open(ts, n, r->o->include_benign, r->err, sizeof(r->err));
+	if (!r->tracer) {
+		r->trace_failed = true;
+		if (sampling(r))
+			note("note: trace aborts are not collected: %s", r->err);
+		else
+			error_line("%s", r->err);
+	}
+}
+
+/* Hand a zone module found in target i to both channels. */
+static void refresh_zones(struct run *r, int i)
+{
+	struct zones *z = r->zones[i];
+
+	if (!z || !zones__refresh(z))
+		return;
+	if (r->sampler)
+		sampler__set_zones(r->sampler, r->pids[i], z);
+	if (r->tracer)
+		tracer__set_zone_state(r->tracer, r->pids[i], zones__state_addr(z));
+}
+
 static void status_line(struct run *r, bool clear)
 {
-	__u64 samples, stacks;
+	__u64 samples = 0, stacks = 0;
 
 	if (!isatty(STDERR_FILENO))
 		return;
@@ -219,7 +315,8 @@ static void status_line(struct run *r, bool clear)
 		fputs("\r\033[K", stderr);
 		return;
 	}
-	sampler__progress(r->sampler, &samples, &stacks);
+	if (r->sampler)
+		sampler__progress(r->sampler, &samples, &stacks);
 	fprintf(stderr, "\r\033[Knupp-bpf: %.1f s, %llu samples, %llu stacks", now() - r->started,
 		(unsigned long long)samples, (unsigned long long)stacks);
 }
@@ -232,37 +329,65 @@ static void check_child(struct run *r, bool block)
 		r->child_reaped = true;
 }
 
-/* Poll until the duration ends, a stop signal comes, or every target exits. */
-static void record(struct run *r)
+/* Mark exited targets, attach late ones; how many still run, -1 on error. */
+static int check_targets(struct run *r, unsigned tick)
+{
+	int alive = 0;
+
+	check_child(r, false);
+	for (int i = 0; i < r->npids; i++) {
+		if (r->exited[i])
+			continue;
+		if (!proc_alive(r->pids[i]) || (r->child == r->pids[i] && r->child_reaped)) {
+			r->exited[i] = true;
+			continue;
+		}
+		if (!r->attached[i]) {
+			int a = attach_target(r, i, false);
+
+			if (a < 0)
+				return -1;
+			if (a > 0)
+				open_tracer(r);
+		}
+		if (r->attached[i] && tick % ZONE_TICKS == 0)
+			refresh_zones(r, i);
+		alive++;
+	}
+	return alive;
+}
+
+/* Poll until the duration ends, a stop signal comes, or every target exits.
+ * Until a launched target has mapped LuaJIT, look for it every tick. */
+static int record(struct run *r)
 {
 	const struct session_opts *o = r->o;
 
-	while (!stop_signal) {
-		int alive = 0;
+	for (unsigned tick = 0; !stop_signal; tick++) {
+		int alive;
 
-		usleep(POLL_MS * 1000);
-		sampler__poll(r->sampler);
-		check_child(r, false);
-		for (int i = 0; i < r->npids; i++) {
-			if (r->exited[i])
-				continue;
-			if (!proc_alive(r->pids[i]) || (r->child == r->pids[i] && r->child_reaped)) {
-				r->exited[i] = true;
-				continue;
-			}
-			if (!r->attached[i] && attach_target(r, i, false) < 0)
-				return;
-			alive++;
-		}
+		if (r->tracer)
+			tracer__poll(r->tracer, TICK_MS);
+		else
+			usleep(TICK_MS * 1000);
+		if (tick % POLL_TICKS && r->attached[0])
+			continue;
+		if (r->sampler)
+			sampler__poll(r->sampler);
+		alive = check_targets(r, tick);
+		if (alive < 0)
+			return -1;
 		if (!alive || (o->duration && now() - r->started >= o->duration))
 			break;
-		status_line(r, false);
+		if (tick % POLL_TICKS == 0)
+			status_line(r, false);
 	}
 	status_line(r, true);
+	return 0;
 }
 
-static void summary(struct run *r, const struct profile *p, const struct sampler_stats *st,
-		    long stacks)
+static void sample_summary(struct run *r, const struct profile *p, const struct sampler_stats *st,
+			   long stacks)
 {
 	static const char *const names[NUPP_ST_MAX] = {
 		"compiled", "interpreted", "C", "GC", "compiling",
@@ -283,7 +408,8 @@ static void summary(struct run *r, const struct profile *p, const struct sampler
 	for (int i = 0; i < NUPP_ERR_MAX; i++)
 		bad += st->unresolved[i];
 	if (bad || st->unsymbolized) {
-		fprintf(stderr, "  unresolved: %llu of %llu samples (", (unsigned long long)(bad + st->unsymbolized),
+		fprintf(stderr, "  unresolved: %llu of %llu samples (",
+			(unsigned long long)(bad + st->unsymbolized),
 			(unsigned long long)(st->samples - st->paused));
 		for (int i = 0; i < NUPP_ERR_MAX; i++)
 			if (st->unresolved[i])
@@ -310,34 +436,17 @@ static void top_stacks(const char *path)
 
 		if (n > 100)
 			memcpy(line + 90, "…\n", sizeof("…\n"));
-		fprintf(stderr, "    %s%s", n > 100 ? "…" : "", line);
+		fprintf(stderr, "    %s", line);
 	}
 	fclose(f);
 }
 
-/* The flame graph, asked for with --svg or part of the default job. */
-static int write_svg(struct run *r, const struct profile *p)
-{
-	char title[256];
-
-	if (!r->svg)
-		return 0;
-	snprintf(title, sizeof(title), "nupp-bpf: PID %d", r->pids[0]);
-	if (flamegraph__write(p, &r->o->render, title, r->svg) | fclose(r->svg)) {
-		error_line("cannot write %s: %s", r->svg_name, strerror(errno));
-		r->svg = NULL;
-		return -1;
-	}
-	r->svg = NULL;
-	if (r->o->summary)
-		note("wrote %s", r->svg_name);
-	return 0;
-}
-
-static int finish(struct run *r)
+/* Samples: the collapsed stacks, the flame graph, the summary. */
+static int finish_samples(struct run *r)
 {
 	struct profile p = {};
 	struct sampler_stats st;
+	char title[256];
 	long stacks;
 	int ret = 0;
 
@@ -346,24 +455,106 @@ static int finish(struct run *r)
 		return 1;
 	}
 	stacks = profile__write_collapsed(&p, &r->o->render, r->out, NULL);
-	if (stacks < 0 || fflush(r->out) || (r->out != stdout && fclose(r->out))) {
-		error_line("cannot write %s: %s", r->out_name, strerror(errno));
+	if (stacks < 0)
+		errno = EIO;
+	if (!close_one(&r->out, r->out_name) || stacks < 0)
 		ret = 1;
+	if (r->svg) {
+		snprintf(title, sizeof(title), "nupp-bpf: PID %d", r->pids[0]);
+		if (flamegraph__write(&p, &r->o->render, title, r->svg))
+			errno = EIO;
+		if (!close_one(&r->svg, r->svg_name))
+			ret = 1;
 	}
-	r->out = NULL;
-	if (write_svg(r, &p))
-		ret = 1;
 	if (r->o->summary) {
-		summary(r, &p, &st, stacks);
+		sample_summary(r, &p, &st, stacks);
 		if (strcmp(r->out_name, "-"))
 			top_stacks(r->out_name);
-		for (int i = 0; i < r->npids; i++)
-			if (r->exited[i] && !r->child)
-				note("note: PID %d exited during the session", r->pids[i]);
-		if (strcmp(r->out_name, "-"))
-			note("wrote %s", r->out_name);
 	}
 	profile__free(&p);
+	return ret;
+}
+
+/* The catalog row of a site (reasonId may carry a ".DETAIL" suffix). */
+static const struct trace_reason *catalog_row(const struct trace_site *s)
+{
+	for (int i = 0; i < trace_nreasons; i++) {
+		size_t n = strlen(trace_reasons[i].id);
+
+		if (!strncmp(s->reason_id, trace_reasons[i].id, n) &&
+		    (s->reason_id[n] == '\0' || s->reason_id[n] == '.'))
+			return &trace_reasons[i];
+	}
+	return NULL;
+}
+
+static void trace_summary(const struct trace_report *rep)
+{
+	int shown = 0;
+
+	fprintf(stderr, "nupp-bpf: %llu trace aborts, %llu blacklisted, %zu sites\n",
+		rep->total_aborts, rep->blacklisted, rep->nsites);
+	if (rep->lost)
+		fprintf(stderr, "  %llu abort events lost (ring buffer full)\n", rep->lost);
+	for (size_t i = 0; i < rep->nsites && shown < 5; i++) {
+		const struct trace_site *s = &rep->sites[i];
+		const struct trace_reason *row = catalog_row(s);
+
+		if (strcmp(s->severity, "blacklist") && strcmp(s->reason_class, "blocker"))
+			continue;
+		fprintf(stderr, "  %-9s %5llu  %s  %s\n", s->severity, s->count, s->location, s->reason);
+		if (row)
+			fprintf(stderr, "            %s %s\n", row->explanation, row->action);
+		shown++;
+	}
+}
+
+/* Trace aborts: the CSV and the summary. */
+static int finish_trace(struct run *r)
+{
+	struct trace_report rep;
+	int ret = 0;
+
+	if (!r->tracer) {
+		close_one(&r->csv, r->csv_name);	/* an empty file says: nothing collected */
+		return r->trace_failed && !sampling(r);
+	}
+	if (tracer__report(r->tracer, &rep)) {
+		error_line("out of memory while collecting trace aborts");
+		return 1;
+	}
+	if (trace_report__write_csv(&rep, r->csv))
+		errno = EIO;
+	if (!close_one(&r->csv, r->csv_name))
+		ret = 1;
+	if (r->o->summary)
+		trace_summary(&rep);
+	trace_report__free(&rep);
+	return ret;
+}
+
+static int finish(struct run *r)
+{
+	int ret = 0;
+
+	if (r->sampler)
+		ret |= finish_samples(r);
+	if (tracing(r))
+		ret |= finish_trace(r);
+	if (!r->o->summary)
+		return ret;
+	for (int i = 0; i < r->npids; i++)
+		if (r->exited[i] && !r->child)
+			note("note: PID %d exited during the session; what it did until then is kept",
+			     r->pids[i]);
+	if (r->child && !r->attached[0])
+		note("note: %s never loaded LuaJIT", r->o->argv[0]);
+	if (r->out_name[0] && strcmp(r->out_name, "-"))
+		note("wrote %s", r->out_name);
+	if (r->svg_name[0])
+		note("wrote %s", r->svg_name);
+	if (r->csv_name[0] && strcmp(r->csv_name, "-") && (r->tracer || !sampling(r)))
+		note("wrote %s", r->csv_name);
 	return ret;
 }
 
@@ -378,6 +569,21 @@ static int child_exit_status(struct run *r)
 	return 1;
 }
 
+static void cleanup(struct run *r)
+{
+	if (r->child && !r->child_reaped && r->release_fd >= 0) {
+		close(r->release_fd);	/* the held child exits without running */
+		check_child(r, true);
+	}
+	close_one(&r->out, r->out_name);
+	close_one(&r->svg, r->svg_name);
+	close_one(&r->csv, r->csv_name);
+	tracer__close(r->tracer);
+	sampler__close(r->sampler);
+	for (int i = 0; i < r->npids; i++)
+		zones__free(r->zones[i]);
+}
+
 int session__run(const struct session_opts *o)
 {
 	struct run r = { .o = o, .release_fd = -1 };
@@ -390,48 +596,38 @@ int session__run(const struct session_opts *o)
 	}
 	memcpy(r.pids, o->pids, sizeof(o->pids));
 	r.npids = o->npids;
-	/* A -p target must hold LuaJIT now; a launched one maps it later. */
-	for (int i = 0; i < r.npids; i++)
-		if (lj_target__open(&r.targets[i], r.pids[i], r.err, sizeof(r.err))) {
-			error_line("%s", r.err);
-			return 1;
-		}
-	r.sampler = sampler__open(&o->sampler, r.err, sizeof(r.err));
-	if (!r.sampler) {
+	if (sampling(&r) && !(r.sampler = sampler__open(&o->sampler, r.err, sizeof(r.err)))) {
 		error_line("%s", r.err);
 		return 1;
 	}
 	if (o->argv && launch(&r))
 		goto out;
-	if (open_output(&r))
+	if (open_outputs(&r))
 		goto out;
+	/* A -p target must hold LuaJIT now; a launched one maps it later. */
 	for (int i = 0; i < o->npids; i++)
 		if (attach_target(&r, i, true) < 0)
 			goto out;
+	if (o->npids) {
+		open_tracer(&r);
+		if (r.trace_failed && !sampling(&r))
+			goto out;
+	}
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	r.started = now();
-	release(&r);
-	record(&r);
+	if (r.child)
+		release(&r);
+	if (record(&r))
+		goto out;
 	ret = finish(&r);
 	if (r.child) {
 		if (!r.child_reaped && stop_signal == SIGTERM)
 			kill(r.child, SIGTERM);	/* we were told to stop: so is the command */
-		else if (r.child && !r.attached[0] && r.child_reaped)
-			note("note: %s never loaded LuaJIT", o->argv[0]);
-		sampler__close(r.sampler);
-		r.sampler = NULL;
-		return ret ? ret : child_exit_status(&r);
+		if (!ret)
+			ret = child_exit_status(&r);
 	}
 out:
-	if (r.child && !r.child_reaped) {
-		close(r.release_fd);	/* the held child exits without running */
-		check_child(&r, true);
-	}
-	if (r.out && r.out != stdout)
-		fclose(r.out);
-	if (r.svg)
-		fclose(r.svg);
-	sampler__close(r.sampler);
+	cleanup(&r);
 	return ret;
 }

@@ -108,6 +108,11 @@ int zones__refresh(struct zones *z)
 	return found;
 }
 
+__u64 zones__state_addr(const struct zones *z)
+{
+	return z->state;
+}
+
 __u64 zones__current_addr(const struct zones *z)
 {
 	return z->state ? z->state + offsetof(struct nupp_zone_state, current) : 0;

@@ -23,6 +23,9 @@ void zones__free(struct zones *z);
  * gate is then open), 0 otherwise. */
 int zones__refresh(struct zones *z);
 
+/* Address of the target's struct nupp_zone_state, 0 when not (yet) found. */
+__u64 zones__state_addr(const struct zones *z);
+
 /* Address of the target's current zone id (u32), 0 when not (yet) found. */
 __u64 zones__current_addr(const struct zones *z);
 
