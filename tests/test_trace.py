@@ -9,6 +9,7 @@ import csv
 import glob
 import io
 import os
+import subprocess
 import sys
 
 import pytest
@@ -93,10 +94,19 @@ def test_csv_round_trip():
 def test_profile():
     r = trace_run.run(build("stock-luajit"), os.path.join(ROOT, "tests/aborts/nyi_fnew.lua"))
     line = [l for l in r["dev_stderr"].splitlines() if l.startswith("profile.id=")][0]
-    fields = line[len("profile.id="):].split(";")
+    fields = line[len("profile.id="):].split("|")
     assert fields[0].startswith("luajit 2.1.0~beta3+git20220320")
     assert fields[1] == "20220320"
     assert fields[2:4] == ["x64", "Linux"]
     assert "fold" in fields[4].split(",") and fields[4].split(",") == sorted(fields[4].split(","))
-    assert fields[5].startswith("fnv1a32:")
     assert fields[6] == "true"
+    # Read from outside, the recorder is described as nupp.profile.trace
+    # describes it from inside the same build: features and bytecode schema.
+    inside = subprocess.run(
+        [build("stock-luajit"), "-e",
+         "local p = require('nupp.profile.trace').profile() "
+         "io.write(p.id, '\\n', p.bytecodeSchema)"],
+        capture_output=True, text=True, check=True,
+        env=dict(os.environ, LUA_PATH=os.path.join(ROOT, "build/lua/?.lua") + ";;")).stdout.split("\n")
+    assert fields[2:6] == inside[0].split("|")[2:6]
+    assert fields[5] == inside[1]

@@ -25,7 +25,11 @@ struct elf_file *elf_file__open(const char *path)
 	ef->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (ef->fd < 0)
 		goto fail;
-	ef->elf = elf_begin(ef->fd, ELF_C_READ_MMAP, NULL);
+	/* Not ELF_C_READ_MMAP: the kernel writes active uprobes' breakpoints
+	 * into every executable-capable private mapping of a probed file,
+	 * ours included, which would change the .text we digest. read()
+	 * sees the file as it is. */
+	ef->elf = elf_begin(ef->fd, ELF_C_READ, NULL);
 	if (!ef->elf || elf_kind(ef->elf) != ELF_K_ELF)
 		goto fail;
 	return ef;

@@ -376,8 +376,9 @@ static void event_reason(const struct tr_target *tg, const struct nupp_trace_eve
 		} else {
 			snprintf(r->raw, sizeof(r->raw), "(error object)");
 		}
-		snprintf(r->reason, sizeof(r->reason), "%s", r->raw);
+		/* reason is the traceerr text (RECERR); the message is rawReason. */
 		tmpl = table_name(b->traceerr, b->ntraceerr, 0);
+		snprintf(r->reason, sizeof(r->reason), "%s", tmpl ? tmpl : r->raw);
 	} else {
 		tmpl = table_name(b->traceerr, b->ntraceerr, r->err);
 		if (!tmpl) {
@@ -665,12 +666,12 @@ void tracer__profile(const struct lj_target *t, __u32 jit_flags, struct trace_pr
 		for (const char *p = pad; *p; p++)
 			h = (h ^ (unsigned char)*p) * 16777619U;
 	}
-	snprintf(out->bytecode_schema, sizeof(out->bytecode_schema), "fnv1a32:%08x", h);
-	appendf(out->id, sizeof(out->id), &len, "%s;%lld;%s;%s;", out->luajit_revision,
+	snprintf(out->bytecode_schema, sizeof(out->bytecode_schema), "%08x", h);
+	appendf(out->id, sizeof(out->id), &len, "%s|%lld|%s|%s|", out->luajit_revision,
 		out->luajit_version, out->architecture, out->operating_system);
 	for (int i = 0; i < out->nfeatures; i++)
 		appendf(out->id, sizeof(out->id), &len, "%s%s", i ? "," : "", out->features[i]);
-	appendf(out->id, sizeof(out->id), &len, ";%s;%s", out->bytecode_schema,
+	appendf(out->id, sizeof(out->id), &len, "|%s|%s", out->bytecode_schema,
 		out->supported ? "true" : "false");
 }
 

@@ -28,14 +28,14 @@
 
 /* profile.TraceProfile: the recorder configuration of one target. */
 struct trace_profile {
-	char id[512];			/* every field below joined by ';' */
+	char id[512];			/* every field below joined by '|', as nupp.profile.trace does */
 	char luajit_revision[128];	/* registry package, or "external:<file>" */
 	long long luajit_version;	/* snapshot date from the package version, 0 unknown */
 	char architecture[16];		/* jit.arch: "x64" */
 	char operating_system[16];	/* jit.os: "Linux" */
 	const char *features[TRACER_MAX_FEATURES];	/* jit.status names, sorted */
 	int nfeatures;
-	char bytecode_schema[32];	/* "fnv1a32:" + digest of jit.vmdef.bcnames */
+	char bytecode_schema[32];	/* FNV-1a 32 of jit.vmdef.bcnames, 8 hex digits */
 	bool supported;			/* a registry build the catalog was written for */
 };
 

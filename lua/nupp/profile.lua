@@ -42,8 +42,13 @@
 --     handle.pause(), handle.resume()  drop samples while paused
 --     handle.stop()   detach; every add for earlier samples has been made
 --                     when it returns
+--     handle.sync()   optional: add everything recorded so far again, from
+--                     zero (the session empties its totals first); then
+--                     stop() also adds the cumulative totals
 --   backend.trace(opts, add) -> handle
---     add(err, info, location, blacklisted, zonePath) records one abort:
+--     add(err, info, location, blacklisted, zonePath[, n, desc]) records one
+--     abort (n of them, already described by desc = {reason, rawReason,
+--     reasonId, reasonClass, severity} when a collector has done it):
 --       err       jit.vmdef.traceerr index, or the object a Lua error threw
 --                 during recording
 --       info      the error's info: a number (NYI bytecode or IR op), a
@@ -53,6 +58,8 @@
 --       blacklisted  true when this abort blacklisted the trace's start
 --     handle.pause(), handle.resume(), handle.stop() as above
 --     handle.callback  the jit.attach handler, when there is one
+--     handle.recorder  {luajitRevision, luajitVersion} when the backend knows
+--                      the build by content (BPF: the registry)
 -- Every abort goes to add; the benign filter and the reason identities are
 -- applied here.
 ----------------------------------------------------------------------------
@@ -119,6 +126,31 @@ local function writefile(filename, text)
   f:close()
 end
 
+-- Fields that say what a session saw "so far" live in s._live. A backend
+-- that aggregates outside Lua (BPF) has handle.sync(): reading such a field
+-- of a running session first empties _live and lets the backend add its
+-- cumulative totals again; handle.stop() ends the same way.
+local function wipe(t) for k in pairs(t) do t[k] = nil end end
+
+local function refresh(s, call)
+  local live, h = rawget(s, "_live"), rawget(s, "handle")
+  if not (h and h.sync) then if call then call() end return end
+  live.reset()
+  ;(call or h.sync)()
+end
+
+local function livefields(methods)
+  methods.__index = function(s, k)
+    local live = rawget(s, "_live")
+    if live and live[k] ~= nil and k ~= "reset" then
+      if not rawget(s, "stopped") then refresh(s) end
+      return live[k]
+    end
+    return methods[k]
+  end
+  return methods
+end
+
 -- Shared lifecycle of both session kinds.
 local function lifecycle(methods)
   function methods:pause()
@@ -144,8 +176,7 @@ end
 local statefield = { N = "compiled", I = "interpreted", C = "cCode",
 		     G = "collecting", J = "compiling" }
 
-local SampleSession = lifecycle({})
-SampleSession.__index = SampleSession
+local SampleSession = livefields(lifecycle({}))
 
 local SampleReport = { __tostring = function(r) return r.text end }
 
@@ -192,7 +223,7 @@ end
 
 function SampleSession:stop(filename)
   if self.stopped then raise("stop: the session has stopped") end
-  self.handle.stop()
+  refresh(self, self.handle.stop)
   self.stopped = true
   running.sample = nil
   local report = samplereport(self)
@@ -208,14 +239,14 @@ function M.sample(opts)
     root = check(opts, "root", "string", nil),
     paused = false,
     stopped = false,
-    aggregate = {},
   }
+  local agg = {}
+  s._live = { aggregate = agg, reset = function() wipe(agg) end }
   local depth = check(opts, "stackDepth", "posint", 16)
   if s.root then s.root = s.root:gsub(":$", "") end
   if running.sample then raise("a sample session is already running") end
   local b = backend("sample")
   s.backend = b.name
-  local agg = s.aggregate
   local function add(zp, stack, state, n)
     local bystack = agg[zp]
     if not bystack then bystack = {}; agg[zp] = bystack end
@@ -237,8 +268,7 @@ end
 ----------------------------------------------------------------------------
 -- Trace aborts.
 
-local TraceSession = lifecycle({})
-TraceSession.__index = TraceSession
+local TraceSession = livefields(lifecycle({}))
 
 local TraceReport = { __tostring = function(r) return trace.csv(r.sites) end }
 
@@ -254,7 +284,7 @@ end
 
 function TraceSession:stop(filename)
   if self.stopped then raise("stop: the session has stopped") end
-  self.handle.stop()
+  refresh(self, self.handle.stop)
   self.stopped = true
   running.trace = nil
   local sites = {}
@@ -285,17 +315,26 @@ function M.trace(opts)
     startedAt = time(),
     paused = false,
     stopped = false,
-    sites = {},
-    totalAborts = 0,
-    blacklisted = 0,
     traceProfile = trace.profile(),
   }
+  local sites, benign = {}, s.includeBenign
+  local live = { sites = sites, totalAborts = 0, blacklisted = 0 }
+  function live.reset()
+    wipe(sites)
+    live.totalAborts, live.blacklisted = 0, 0
+  end
+  s._live = live
   if running.trace then raise("a trace session is already running") end
   local b = backend("trace")
   s.backend = b.name
-  local sites, benign = s.sites, s.includeBenign
-  local function add(err, info, location, blacklisted, zp)
-    local reason, raw, id = trace.describe(err, info)
+  local function add(err, info, location, blacklisted, zp, n, desc)
+    local reason, raw, id
+    if desc then
+      reason, raw, id = desc.reason, desc.rawReason, desc
+    else
+      reason, raw, id = trace.describe(err, info)
+    end
+    n = n or 1
     local severity = blacklisted and "blacklist" or
 		     (id.severity == "info" and "info" or "warn")
     if severity == "info" and not benign then return end
@@ -307,12 +346,16 @@ function M.trace(opts)
 	       rawReason = raw, location = location, zonePath = zp }
       sites[key] = site
     end
-    site.count = site.count + 1
-    s.totalAborts = s.totalAborts + 1
-    if blacklisted then s.blacklisted = s.blacklisted + 1 end
+    site.count = site.count + n
+    live.totalAborts = live.totalAborts + n
+    if blacklisted then live.blacklisted = live.blacklisted + n end
   end
   s.handle = b.trace({ includeBenign = s.includeBenign }, add)
   s.callback = s.handle.callback or function() end
+  if s.handle.recorder then	-- the build as identified by content
+    trace.setRecorder(s.handle.recorder)
+    s.traceProfile = trace.profile()
+  end
   running.trace = s
   return setmetatable(s, TraceSession)
 end

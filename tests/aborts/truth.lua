@@ -78,7 +78,7 @@ local function on_trace(what, tr, func, pc, a1, a2)
     else
       tmpl = vmdef.traceerr[0]
       raw = type(err) == "string" and err or "(error object)"
-      reason = raw
+      reason = tmpl
     end
     local r = reasons.byText[tmpl]
     local id, class, severity = "trace.unknown", "risk", "warn"

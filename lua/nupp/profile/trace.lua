@@ -35,7 +35,7 @@ local vmdef = require("jit.vmdef")
 local bxor, band, tohex = bit.bxor, bit.band, bit.tohex
 local byte, format, gsub, find, sub = string.byte, string.format, string.gsub, string.find, string.sub
 local concat, sort = table.concat, table.sort
-local type, tostring, tonumber, pcall, select = type, tostring, tonumber, pcall, select
+local type, tostring, tonumber, pcall, select, pairs = type, tostring, tonumber, pcall, select, pairs
 
 local M = {}
 
@@ -51,15 +51,15 @@ M.catalogVersion = catalog.catalogVersion
 -- Order of AbortSite.severity in a report.
 M.severityRank = { blacklist = 1, warn = 2, info = 3 }
 
-local TRERR_NYIBC = 7
 local TRERR_RECERR = 0
 
--- The name of bytecode op, as jit.vmdef.bcnames spells it.
-local function bcname(op)
-  local s = sub(vmdef.bcnames, op * 6 + 1, op * 6 + 6)
+-- The name of op in a jit.vmdef name table (6 characters a name).
+local function opname(names, op)
+  local s = sub(names, op * 6 + 1, op * 6 + 6)
   s = gsub(s, " +$", "")
   return s ~= "" and s or tostring(op)
 end
+local function bcname(op) return opname(vmdef.bcnames, op) end
 M.bcname = bcname
 
 -- Substitute info for the one %d or %s of a traceerr template.
@@ -84,11 +84,29 @@ function M.lookup(template)
   return id
 end
 
+-- The identity of a reason with a detail (the NYI bytecode, IR op or
+-- builtin): the template's reasonId with ".DETAIL" appended.
+local detailed = {}
+local function withdetail(id, detail)
+  if not detail then return id end
+  local key = id.reasonId.."."..detail
+  local d = detailed[key]
+  if not d then
+    d = {}
+    for k, v in pairs(id) do d[k] = v end
+    d.reasonId = key
+    detailed[key] = d
+  end
+  return d
+end
+
 -- err is a jit.vmdef.traceerr index or the object a Lua error threw while
 -- recording (that abort is RECERR); info is the error's info as jit.attach
--- passes it, a string for a function already named, or nil.
+-- passes it, a string for a function already named, or nil. Returns the
+-- reason (the template, with an opcode, IR or builtin name for its detail),
+-- the raw text as jit.v prints it, and the identity.
 function M.describe(err, info)
-  local template, raw, reason
+  local template, raw, reason, detail
   if type(err) == "number" then
     template = vmdef.traceerr[err] or ("trace error "..err)
     if type(info) == "function" then
@@ -97,16 +115,19 @@ function M.describe(err, info)
 	     (fi.addr and format("C:%x", fi.addr)) or "(?)"
     end
     raw = fill(template, info)
-    if err == TRERR_NYIBC and type(info) == "number" then
-      reason = fill(template, bcname(info))
-    else
-      reason = raw
+    if find(template, "bytecode %d", 1, true) and type(info) == "number" then
+      detail = bcname(info)
+    elseif find(template, "IR instruction %d", 1, true) and type(info) == "number" then
+      detail = opname(vmdef.irnames, info)
+    elseif find(template, "%s", 1, true) and type(info) == "string" then
+      detail = info
     end
+    reason = detail and fill(template, detail) or raw
   else
     template = vmdef.traceerr[TRERR_RECERR]
     raw, reason = tostring(err), template
   end
-  return reason, raw, M.lookup(template)
+  return reason, raw, withdetail(M.lookup(template), detail)
 end
 
 ----------------------------------------------------------------------------
@@ -146,8 +167,17 @@ local function features()
   return t
 end
 
+-- The build as the registry knows it by content, when the C module is
+-- installed (it identifies this process's LuaJIT without privileges).
+local function known_recorder()
+  local ok, bpf = pcall(require, "nupp.profile.bpf")
+  local r = ok and type(bpf) == "table" and bpf.recorder and bpf.recorder()
+  if r then M.setRecorder(r) end
+end
+
 function M.profile()
   if M.cached then return M.cached end
+  if recorder.luajitRevision == nil then known_recorder() end
   local p = {
     luajitRevision = recorder.luajitRevision or
 		     "external:"..gsub(jit.version, "^LuaJIT ", ""),
@@ -157,10 +187,9 @@ function M.profile()
     enabledRecorderFeatures = features(),
     bytecodeSchema = fnv1a32(vmdef.bcnames),
   }
-  p.supported = (catalog.luajitRevision == nil or
-		 catalog.luajitRevision == p.luajitRevision) and
-		(catalog.bytecodeSchema == nil or
-		 catalog.bytecodeSchema == p.bytecodeSchema)
+  -- The catalog was written against the registry's builds: a build known
+  -- by content is supported, an "external:" one is not.
+  p.supported = sub(p.luajitRevision, 1, 9) ~= "external:"
   p.id = concat({ p.luajitRevision, tostring(p.luajitVersion), p.architecture,
 		  p.operatingSystem, concat(p.enabledRecorderFeatures, ","),
 		  p.bytecodeSchema, tostring(p.supported) }, "|")
