@@ -27,19 +27,32 @@ struct lj_walk {
 	struct nupp_frame *frames;
 };
 
-/* The stable identity of GCfunc fn (struct nupp_frame.fn); 0 on a read fault. */
-static __always_inline __u64 lj_walk_fn_id(const struct lj_walk *w, __u64 fn)
+#define LJ_GCT_FUNC	8	/* ~LJ_TFUNC: the gct byte of a GCfunc */
+
+/* The stable identity of GCfunc fn (struct nupp_frame.fn); 0 when it cannot
+ * be read or is not a function (w->err says which). */
+static __always_inline __u64 lj_walk_fn_id(struct lj_walk *w, __u64 fn)
 {
 	const struct lj_layout *lj = w->lj;
 	__u64 v = 0;
-	__u8 ffid;
+	__u8 gct, ffid;
 
-	if (LJ_READ(&ffid, 1, fn + lj->fn_ffid))
+	if (LJ_READ(&gct, 1, fn + lj->gc_gct) || LJ_READ(&ffid, 1, fn + lj->fn_ffid)) {
+		w->err = NUPP_ERR_READ + 1;
 		return 0;
+	}
+	/* A frame slot that does not hold a function: a stack being torn
+	 * down (lua_close) or a wrong start frame. Stop rather than guess. */
+	if (gct != LJ_GCT_FUNC) {
+		w->err = NUPP_ERR_BAD_FRAME + 1;
+		return 0;
+	}
 	if (ffid > 1)
 		return NUPP_FN(NUPP_FN_FF, ffid);
-	if (LJ_READ(&v, 8, fn + (ffid ? lj->fn_f : lj->fn_pc)) || !v)
+	if (LJ_READ(&v, 8, fn + (ffid ? lj->fn_f : lj->fn_pc)) || !v) {
+		w->err = NUPP_ERR_READ + 1;
 		return 0;
+	}
 	/* A Lua function's pc is proto_bc(pt): the bytecode follows the proto. */
 	return ffid ? NUPP_FN(NUPP_FN_C, v) : NUPP_FN(NUPP_FN_LUA, v - lj->pt_size);
 }
@@ -76,10 +89,8 @@ static __always_inline int lj_walk_step(struct lj_walk *w)
 		struct nupp_frame *fr = &w->frames[w->depth & (NUPP_MAX_DEPTH - 1)];
 		__u64 id = lj_walk_fn_id(w, fn);
 
-		if (!id) {
-			w->err = NUPP_ERR_READ + 1;
+		if (!id)
 			return 1;
-		}
 		fr->fn = id;
 		fr->pc = w->pc | call;
 		w->depth++;

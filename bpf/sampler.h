@@ -54,6 +54,7 @@ enum nupp_err {
 	NUPP_ERR_NO_VM,		/* no validated global_State for the thread */
 	NUPP_ERR_NO_THREAD,	/* g->cur_L is not a thread of that VM */
 	NUPP_ERR_BAD_BASE,	/* frame base outside the thread's stack */
+	NUPP_ERR_BAD_FRAME,	/* a frame slot that does not hold a function */
 	NUPP_ERR_READ,		/* target memory could not be read */
 	NUPP_ERR_NO_FRAME,	/* the walk found no frame at all */
 	NUPP_ERR_MAP_FULL,	/* the counts map is full */

@@ -40,7 +40,7 @@ static const char args_doc[] = "[record|trace] [-- CMD ARGS...]";
 
 enum {
 	OPT_DEPTH = 0x100, OPT_ROOT, OPT_ZONE, OPT_CLOCK, OPT_BENIGN, OPT_THREADS,
-	OPT_MAX_STACKS, OPT_SVG, OPT_NO_SUMMARY, OPT_ZONES,
+	OPT_MAX_STACKS, OPT_SVG, OPT_NO_SUMMARY, OPT_ZONES, OPT_USAGE,
 };
 
 static const struct argp_option options[] = {
@@ -62,6 +62,8 @@ static const struct argp_option options[] = {
 	{ "svg", OPT_SVG, "FILE", 0, "Also write a flame graph (default job: nupp-PID.svg)", 3 },
 	{ "no-summary", OPT_NO_SUMMARY, NULL, 0, "No summary on stderr at the end", 3 },
 	{ "verbose", 'v', NULL, 0, "libbpf debug output", 3 },
+	{ "help", 'h', NULL, 0, "Give this help list", -1 },
+	{ "usage", OPT_USAGE, NULL, 0, "Give a short usage message", -1 },
 	{},
 };
 
@@ -153,9 +155,21 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case 'v':
 		o->sampler.verbose = true;
 		break;
+	case 'h':
+		argp_help(state->root_argp, stdout, ARGP_HELP_STD_HELP & ~ARGP_HELP_EXIT_OK, "nupp-bpf");
+		exit(0);
+	case OPT_USAGE:
+		argp_help(state->root_argp, stdout, ARGP_HELP_USAGE, "nupp-bpf");
+		exit(0);
+	case ARGP_KEY_ERROR:
+		o->bad_arg = state->next > 0 && state->next <= state->argc ?
+			     state->argv[state->next - 1] : NULL;
+		break;
 	case ARGP_KEY_ARG:
-		if (!o->command_given && !o->argv &&
-		    (!o->dashdash || state->next - 1 < o->dashdash)) {
+		/* Before "--": one command word. After it: the program to launch. */
+		if (!o->dashdash || state->next - 1 < o->dashdash) {
+			if (o->command_given)
+				usage_error("unexpected '%s' (a program to launch goes after --)", arg);
 			if (!strcmp(arg, "record"))
 				o->channels = SESSION_SAMPLE;
 			else if (!strcmp(arg, "trace"))
@@ -166,7 +180,6 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 			o->command_given = true;
 			break;
 		}
-		/* The first word after "--" starts the command to launch. */
 		o->argv = &state->argv[state->next - 1];
 		state->next = state->argc;
 		break;
@@ -199,6 +212,11 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc && !o.dashdash; i++)
 		if (!strcmp(argv[i], "--"))
 			o.dashdash = i;
-	argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &o);
+	/* argp's own messages for unknown options and missing values are two
+	 * lines and exit 64; say it in our one-line form instead (which makes
+	 * us handle --help too: ARGP_NO_ERRS keeps argp from printing). */
+	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER | ARGP_NO_ERRS | ARGP_NO_HELP, NULL, &o))
+		usage_error("unknown option, or an option without its value: '%s'",
+			    o.bad_arg ? o.bad_arg : "?");
 	return session__run(&o);
 }

@@ -20,6 +20,7 @@ struct profile_row {
 	__u64 g;			/* global_State of the VM */
 	char *zone;			/* zone path, "" when none was open */
 	char *stack;			/* rendered frames, outermost first */
+	bool unreadable;		/* some frames rendered as [unknown] */
 	__u64 state[NUPP_ST_MAX];	/* samples by enum nupp_state */
 };
 

@@ -45,6 +45,7 @@ static const char *const err_names[NUPP_ERR_MAX] = {
 	[NUPP_ERR_NO_VM] = "no VM on thread",
 	[NUPP_ERR_NO_THREAD] = "bad current thread",
 	[NUPP_ERR_BAD_BASE] = "bad frame base",
+	[NUPP_ERR_BAD_FRAME] = "bad frame",
 	[NUPP_ERR_READ] = "read fault",
 	[NUPP_ERR_NO_FRAME] = "no frame",
 	[NUPP_ERR_MAP_FULL] = "stack map full",
@@ -208,6 +209,16 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err,
 	return 0;
 }
 
+int sampler__refresh_target(struct sampler *s, const struct lj_target *t)
+{
+	struct target *tg = target_of(s, t->pid);
+
+	if (!tg)
+		return -ESRCH;
+	tg->proc.g = t->ngs == 1 ? t->gs[0] : 0;
+	return configure(s, tg) ? -errno : 0;
+}
+
 int sampler__set_zones(struct sampler *s, pid_t pid, struct zones *z)
 {
 	struct target *tg = target_of(s, pid);
@@ -225,8 +236,24 @@ void sampler__pause(struct sampler *s, bool paused)
 }
 
 
-/* Render one kernel key into a row, once. A stack none of whose frames could
- * be read (the target is gone) is counted as unsymbolized instead. */
+/* Is the process still there to read (not gone, not a zombie)? */
+static bool target_alive(pid_t pid)
+{
+	char path[64], state = 0, buf[256], *p;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')))
+		state = p[2];
+	fclose(f);
+	return state && state != 'Z' && state != 'X';
+}
+
+/* Render one kernel key into a row, once. A stack with frames that could not
+ * be read because the target is gone is counted as unsymbolized instead. */
 static int symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
 {
 	struct target *tg = target_of(s, k->pid);
@@ -239,11 +266,14 @@ static int symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
 						k->depth - k->truncated, &stack);
 		if (unknown == -ENOMEM)
 			return -1;
-		if (unknown < k->depth)
-			row = profile__add(&s->rows, k->pid, k->tid, k->g, tg->zones ? zones__path(tg->zones, k->zone) : "",
+		if (!unknown || target_alive(tg->pid))
+			row = profile__add(&s->rows, k->pid, k->tid, k->g,
+					   tg->zones ? zones__path(tg->zones, k->zone) : "",
 					   stack.buf ? stack.buf : "");
 		if (row == -1)
 			return -1;
+		if (row >= 0)
+			s->rows.rows[row].unreadable = unknown > 0;
 	}
 	strbuf__free(&stack);
 	if (row == -2)
@@ -320,6 +350,8 @@ int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats 
 			if (row < 0) {
 				st->unsymbolized += n;
 			} else {
+				if (s->rows.rows[row].unreadable)
+					st->unreadable += n;
 				for (int i = 0; i < NUPP_ST_MAX; i++)
 					s->rows.rows[row].state[i] = c.state[i];
 			}
@@ -336,6 +368,7 @@ int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats 
 			goto out;
 		}
 		memcpy(p->rows[at].state, r->state, sizeof(r->state));
+		p->rows[at].unreadable = r->unreadable;
 	}
 	st->samples = counter(s, NUPP_CNT_SAMPLES);
 	st->paused = counter(s, NUPP_CNT_PAUSED);

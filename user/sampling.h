@@ -34,7 +34,8 @@ struct sampler_stats {
 	__u64 samples;			/* timer hits in target processes */
 	__u64 paused;			/* of which while paused */
 	__u64 unresolved[NUPP_ERR_MAX];	/* by enum nupp_err, counted in the kernel */
-	__u64 unsymbolized;		/* stacks whose target memory was gone */
+	__u64 unsymbolized;		/* samples whose target memory was gone */
+	__u64 unreadable;		/* samples kept with [unknown] frames */
 	__u64 truncated;		/* samples whose stack was cut at the depth */
 };
 
@@ -45,6 +46,11 @@ void sampler__close(struct sampler *s);
 
 /* Start sampling the process of t (t must outlive the sampler). */
 int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err, size_t errsz);
+
+/* t's VMs were rescanned (lj_target__scan_vms): a process with exactly one
+ * VM lets samples taken in C code, where r14 may not hold DISPATCH, fall back
+ * to it. 0 or -errno. */
+int sampler__refresh_target(struct sampler *s, const struct lj_target *t);
 
 struct zones;
 

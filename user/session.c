@@ -102,7 +102,9 @@ struct run {
 	const struct session_opts *o;
 	struct lj_target targets[SESSION_MAX_PIDS];
 	struct zones *zones[SESSION_MAX_PIDS];
+	bool identified[SESSION_MAX_PIDS];	/* LuaJIT found in it */
 	bool attached[SESSION_MAX_PIDS];
+	unsigned next_scan[SESSION_MAX_PIDS];	/* tick of the next VM scan */
 	bool exited[SESSION_MAX_PIDS];
 	pid_t pids[SESSION_MAX_PIDS];
 	int npids;
@@ -115,6 +117,7 @@ struct run {
 	bool trace_failed;		/* the collector could not attach; said so */
 	FILE *out, *svg, *csv;
 	char out_name[4096], svg_name[4096], csv_name[4096];
+	bool created;			/* outputs were created: remove them on failure */
 	char err[1024];
 	double started;
 };
@@ -226,6 +229,7 @@ static FILE *open_one(const char *name)
 static int open_outputs(struct run *r)
 {
 	output_names(r);
+	r->created = true;
 	r->out = open_one(r->out_name);
 	r->csv = open_one(r->csv_name);
 	r->svg = open_one(r->svg_name);
@@ -255,12 +259,13 @@ static int attach_target(struct run *r, int i, bool final)
 {
 	struct lj_target *t = &r->targets[i];
 
-	if (lj_target__open(t, r->pids[i], r->err, sizeof(r->err))) {
+	if (!r->identified[i] && lj_target__open(t, r->pids[i], r->err, sizeof(r->err))) {
 		if (!final)
 			return 0;
 		error_line("%s", r->err);
 		return -1;
 	}
+	r->identified[i] = true;
 	if (r->sampler && sampler__add_target(r->sampler, t, r->err, sizeof(r->err))) {
 		error_line("%s", r->err);
 		return -1;
@@ -329,6 +334,19 @@ static void check_child(struct run *r, bool block)
 		r->child_reaped = true;
 }
 
+/* A target attached before it created its VM (launched at exec) is scanned
+ * for it, less and less often, until one is found. */
+static void scan_vms(struct run *r, int i, unsigned tick)
+{
+	struct lj_target *t = &r->targets[i];
+
+	if (t->ngs || tick < r->next_scan[i])
+		return;
+	r->next_scan[i] = tick + (r->next_scan[i] ? tick : POLL_TICKS);
+	if (lj_target__scan_vms(t) && r->sampler)
+		sampler__refresh_target(r->sampler, t);
+}
+
 /* Mark exited targets, attach late ones; how many still run, -1 on error. */
 static int check_targets(struct run *r, unsigned tick)
 {
@@ -352,6 +370,8 @@ static int check_targets(struct run *r, unsigned tick)
 		}
 		if (r->attached[i] && tick % ZONE_TICKS == 0)
 			refresh_zones(r, i);
+		if (r->attached[i])
+			scan_vms(r, i, tick);
 		alive++;
 	}
 	return alive;
@@ -418,6 +438,9 @@ static void sample_summary(struct run *r, const struct profile *p, const struct 
 		fprintf(stderr, "target gone before symbolization %llu)\n",
 			(unsigned long long)st->unsymbolized);
 	}
+	if (st->unreadable)
+		fprintf(stderr, "  %llu samples have frames that could not be read ([unknown])\n",
+			(unsigned long long)st->unreadable);
 	if (st->truncated)
 		fprintf(stderr, "  %llu samples had deeper stacks than --depth %u\n",
 			(unsigned long long)st->truncated, r->o->sampler.depth);
@@ -569,7 +592,17 @@ static int child_exit_status(struct run *r)
 	return 1;
 }
 
-static void cleanup(struct run *r)
+/* On failure, remove the outputs this run created: nothing was recorded. */
+static void remove_outputs(struct run *r)
+{
+	const char *names[] = { r->out_name, r->svg_name, r->csv_name };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i][0] && strcmp(names[i], "-"))
+			unlink(names[i]);
+}
+
+static void cleanup(struct run *r, int ret)
 {
 	if (r->child && !r->child_reaped && r->release_fd >= 0) {
 		close(r->release_fd);	/* the held child exits without running */
@@ -578,6 +611,8 @@ static void cleanup(struct run *r)
 	close_one(&r->out, r->out_name);
 	close_one(&r->svg, r->svg_name);
 	close_one(&r->csv, r->csv_name);
+	if (ret && r->created && !r->started)
+		remove_outputs(r);
 	tracer__close(r->tracer);
 	sampler__close(r->sampler);
 	for (int i = 0; i < r->npids; i++)
@@ -596,6 +631,14 @@ int session__run(const struct session_opts *o)
 	}
 	memcpy(r.pids, o->pids, sizeof(o->pids));
 	r.npids = o->npids;
+	/* A -p target must hold LuaJIT now; a launched one maps it later. */
+	for (int i = 0; i < r.npids; i++) {
+		if (lj_target__open(&r.targets[i], r.pids[i], r.err, sizeof(r.err))) {
+			error_line("%s", r.err);
+			return 1;
+		}
+		r.identified[i] = true;
+	}
 	if (sampling(&r) && !(r.sampler = sampler__open(&o->sampler, r.err, sizeof(r.err)))) {
 		error_line("%s", r.err);
 		return 1;
@@ -604,7 +647,6 @@ int session__run(const struct session_opts *o)
 		goto out;
 	if (open_outputs(&r))
 		goto out;
-	/* A -p target must hold LuaJIT now; a launched one maps it later. */
 	for (int i = 0; i < o->npids; i++)
 		if (attach_target(&r, i, true) < 0)
 			goto out;
@@ -628,6 +670,6 @@ int session__run(const struct session_opts *o)
 			ret = child_exit_status(&r);
 	}
 out:
-	cleanup(&r);
+	cleanup(&r, ret);
 	return ret;
 }

@@ -29,6 +29,7 @@ struct session_opts {
 	const char *output;		/* -o, NULL for the default name */
 	const char *svg;		/* --svg, NULL for none (default job: a default name) */
 	bool summary;			/* summary on stderr at the end */
+	const char *bad_arg;		/* the argument argp stopped at, for its error */
 };
 
 /* Run a session; returns the process exit status. */
