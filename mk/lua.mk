@@ -40,7 +40,7 @@ $(ZONE_SO): user/zone_state.c user/zone_state.h
 LUA_TEST_ENV = LUA_PATH='$(CURDIR)/$(LUA_DIR)/?.lua;$(CURDIR)/tests/lua/fallback/?.lua;;' \
 	LUA_CPATH='$(CURDIR)/$(LUA_DIR)/?.so;;' LUAJIT=$(LUAJIT)
 
-test: test-lua
+
 test-lua: lua
 	$(call msg,TEST,tests/test_lua_api.py)
 	$(Q)$(LUA_TEST_ENV) $(PYTHON) -m pytest -q tests/test_lua_api.py

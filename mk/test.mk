@@ -2,20 +2,29 @@
 #   make test      build everything, run the unit tests (unit.mk hooks
 #                  `unit-test` in as a prerequisite of `test`), then every
 #                  pytest test under tests/, as root: the BPF tests load and
-#                  attach for real.
+#                  attach for real. The Lua API tests run twice: on the
+#                  in-process backend and on the BPF backend.
 # A skipped test fails the run, like a failed one: conftest.py turns skips
-# into failures, and the summary line is checked here as well.
+# into failures, and the summary lines are checked here as well.
 
 PYTEST_LOG := $(B)/pytest.log
+PYTEST     := $(PYTHON) -m pytest -q -p no:cacheprovider -rs
 
-.PHONY: test
-test: all
-	$(call msg,PYTEST,tests/)
-	$(Q){ $(PYTHON) -m pytest -q -p no:cacheprovider -rs tests/; echo $$? > $(PYTEST_LOG).rc; } \
-		2>&1 | tee $(PYTEST_LOG); \
-	rc=$$(cat $(PYTEST_LOG).rc); rm -f $(PYTEST_LOG).rc; \
-	if tail -n 1 $(PYTEST_LOG) | grep -Eq '[0-9]+ skipped'; then \
-		echo "make test: tests were skipped, which counts as a failure (see $(PYTEST_LOG))"; \
+# Run pytest with $(1) as arguments (and environment), log to $(2); fail on
+# a failure or on a skip.
+define pytest_run
+	$(Q){ $(1); echo $$? > $(2).rc; } 2>&1 | tee $(2); \
+	rc=$$(cat $(2).rc); rm -f $(2).rc; \
+	if tail -n 1 $(2) | grep -Eq '[0-9]+ skipped'; then \
+		echo "make test: tests were skipped, which counts as a failure (see $(2))"; \
 		exit 1; \
 	fi; \
-	exit $$rc
+	[ $$rc -eq 0 ]
+endef
+
+.PHONY: test
+test: all trace-dev
+	$(call msg,PYTEST,tests/)
+	$(call pytest_run,$(PYTEST) tests/,$(PYTEST_LOG))
+	$(call msg,PYTEST,tests/test_lua_api.py on the BPF backend)
+	$(call pytest_run,NUPP_BACKEND=bpf $(PYTEST) tests/test_lua_api.py,$(PYTEST_LOG).bpf)
