@@ -56,7 +56,7 @@ $(B)/%.skel.h: $(B)/%.bpf.o
 USER_LIB_SRCS := $(filter-out user/main.c user/lua_module.c user/zone_state.c,$(wildcard user/*.c))
 USER_LIB_OBJS := $(patsubst user/%.c,$(B)/obj/%.o,$(USER_LIB_SRCS)) $(B)/obj/lj_builds.o
 
-$(B)/obj/%.o: user/%.c $(wildcard user/*.h bpf/*.h) $(BPF_SKELS) $(B)/gen/lj_builds.c
+$(B)/obj/%.o: user/%.c $(wildcard user/*.h bpf/*.h) $(BPF_SKELS) $(B)/gen/lj_builds.c $(GEN_HEADERS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -c $< -o $@
 

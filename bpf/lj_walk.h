@@ -8,11 +8,20 @@
  * The walk mirrors lj_debug_frame() (lj_debug.c): frames are addressed by
  * their link slot f = base - 1; dummy frames (func == L) and vararg
  * pseudo-frames are skipped, as dumpstack skips them.
+ *
+ * Reads are what a sample costs, so they are batched: the Lua stack is read
+ * LJ_CHUNK bytes at a time (one read covers many frames), and a function's
+ * header in one read. Per frame that leaves the header and, for a frame
+ * called from Lua, the caller's CALL instruction.
  */
 #ifndef NUPP_LJ_WALK_H
 #define NUPP_LJ_WALK_H
 
 #include "sampler.h"
+
+#define LJ_CHUNK	1024	/* bytes of Lua stack read at once; a power of two */
+#define LJ_HDR		64	/* bytes of a GCfunc header read at once */
+#define LJ_GCT_FUNC	8	/* ~LJ_TFUNC: the gct byte of a GCfunc */
 
 struct lj_walk {
 	const struct lj_layout *lj;
@@ -25,32 +34,79 @@ struct lj_walk {
 	__u32 truncated;	/* stopped at max with frames left */
 	__s32 err;		/* enum nupp_err + 1, 0 when fine */
 	struct nupp_frame *frames;
+	__u8 *chunk;		/* LJ_CHUNK + 16 bytes: a window of the Lua stack */
+	__u64 chunk_lo;		/* its address in the target, 0 when empty */
+	__u8 *hdr;		/* LJ_HDR + 8 bytes: a GCfunc header */
 };
 
-#define LJ_GCT_FUNC	8	/* ~LJ_TFUNC: the gct byte of a GCfunc */
+/* The u64 at byte off of buf (size bytes), 0 when it does not fit. */
+static __always_inline __u64 lj_u64_at(const __u8 *buf, __u32 off, __u32 size)
+{
+	if (off > size - 8)
+		return 0;
+	return *(const __u64 *)(buf + off);
+}
+
+static __always_inline __u8 lj_u8_at(const __u8 *buf, __u32 off, __u32 size)
+{
+	if (off > size - 1)
+		return 0;
+	return buf[off];
+}
+
+/* The frame's func and link slots (f - 8 and f), through the stack window:
+ * refilled so that it ends just above f, and not below the stack's start. */
+static __always_inline int lj_walk_slots(struct lj_walk *w, __u64 *fn, __u64 *link)
+{
+	__u64 off = w->f - 8 - w->chunk_lo;
+
+	if (!w->chunk_lo || w->f - 8 < w->chunk_lo || off > LJ_CHUNK - 16) {
+		__u64 lo = w->f + 16 - LJ_CHUNK;
+
+		if (w->f + 16 < LJ_CHUNK || lo < w->bot - 8)
+			lo = w->bot - 8;
+		if (LJ_READ(w->chunk, LJ_CHUNK, lo)) {
+			/* The window ran off mapped memory (a small stack at
+			 * the end of a mapping): read just these two slots. */
+			w->chunk_lo = 0;
+			if (LJ_READ(fn, 8, w->f - 8) || LJ_READ(link, 8, w->f))
+				return -1;
+			return 0;
+		}
+		w->chunk_lo = lo;
+		off = w->f - 8 - lo;
+	}
+	if (off > LJ_CHUNK - 16)
+		return -1;
+	*fn = lj_u64_at(w->chunk, (__u32)off, LJ_CHUNK);
+	*link = lj_u64_at(w->chunk, (__u32)off + 8, LJ_CHUNK);
+	return 0;
+}
 
 /* The stable identity of GCfunc fn (struct nupp_frame.fn); 0 when it cannot
  * be read or is not a function (w->err says which). */
 static __always_inline __u64 lj_walk_fn_id(struct lj_walk *w, __u64 fn)
 {
 	const struct lj_layout *lj = w->lj;
-	__u64 v = 0;
-	__u8 gct, ffid;
+	__u64 v;
+	__u8 ffid;
 
-	if (LJ_READ(&gct, 1, fn + lj->gc_gct) || LJ_READ(&ffid, 1, fn + lj->fn_ffid)) {
+	if (LJ_READ(w->hdr, LJ_HDR, fn)) {
 		w->err = NUPP_ERR_READ + 1;
 		return 0;
 	}
 	/* A frame slot that does not hold a function: a stack being torn
 	 * down (lua_close) or a wrong start frame. Stop rather than guess. */
-	if (gct != LJ_GCT_FUNC) {
+	if (lj_u8_at(w->hdr, lj->gc_gct, LJ_HDR) != LJ_GCT_FUNC) {
 		w->err = NUPP_ERR_BAD_FRAME + 1;
 		return 0;
 	}
+	ffid = lj_u8_at(w->hdr, lj->fn_ffid, LJ_HDR);
 	if (ffid > 1)
 		return NUPP_FN(NUPP_FN_FF, ffid);
-	if (LJ_READ(&v, 8, fn + (ffid ? lj->fn_f : lj->fn_pc)) || !v) {
-		w->err = NUPP_ERR_READ + 1;
+	v = lj_u64_at(w->hdr, ffid ? lj->fn_f : lj->fn_pc, LJ_HDR);
+	if (!v) {
+		w->err = NUPP_ERR_BAD_FRAME + 1;
 		return 0;
 	}
 	/* A Lua function's pc is proto_bc(pt): the bytecode follows the proto. */
@@ -69,7 +125,7 @@ static __always_inline int lj_walk_step(struct lj_walk *w)
 		w->truncated = 1;
 		return 1;
 	}
-	if (LJ_READ(&link, 8, w->f) || LJ_READ(&fn, 8, w->f - 8)) {
+	if (lj_walk_slots(w, &fn, &link)) {
 		w->err = NUPP_ERR_READ + 1;
 		return 1;
 	}
@@ -106,7 +162,12 @@ static __always_inline int lj_walk_step(struct lj_walk *w)
 		w->f -= 8 * (2 + ((ins >> 8) & 0xff));
 	} else {
 		if ((link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT) {
-			if (LJ_READ(&w->pc, 8, w->f - 16)) {	/* frame_contpc() */
+			__u64 off = w->f - 16 - w->chunk_lo;
+
+			/* frame_contpc(), from the window when it holds it. */
+			if (w->chunk_lo && w->f - 16 >= w->chunk_lo && off <= LJ_CHUNK - 8)
+				w->pc = lj_u64_at(w->chunk, (__u32)off, LJ_CHUNK);
+			else if (LJ_READ(&w->pc, 8, w->f - 16)) {
 				w->err = NUPP_ERR_READ + 1;
 				return 1;
 			}

@@ -45,11 +45,20 @@ struct {
 	__uint(value_size, sizeof(struct nupp_stack_counts));
 } counts SEC(".maps");
 
+/* Per-CPU scratch: too big for the 512-byte BPF stack. */
+struct sampler_scratch {
+	struct nupp_stack_key key;	/* first: it is the counts map's key */
+	__u8 chunk[LJ_CHUNK + 16];	/* a window of the Lua stack */
+	__u8 hdr[LJ_HDR + 8];		/* a GCfunc header */
+	__u8 gblk[NUPP_BLK + 8];	/* global_State fields */
+	__u8 Lblk[NUPP_BLK + 8];	/* lua_State fields */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct nupp_stack_key);	/* scratch: too big for the BPF stack */
+	__type(value, struct sampler_scratch);
 } scratch SEC(".maps");
 
 struct {
@@ -87,21 +96,22 @@ static __always_inline int vm_valid(const struct lj_layout *lj, __u64 g)
 }
 
 /* The VM running on this thread: DISPATCH (r14) is pinned in the interpreter
- * and in GC64 trace code; C code usually preserves it (callee-saved). When it
- * does not validate, fall back to the VM last seen on this thread, then to
- * the process's only VM. */
+ * and in GC64 trace code; C code usually preserves it (callee-saved). A
+ * candidate equal to the VM last validated on this thread needs no check;
+ * one that does not validate falls back to that VM, then to the process's
+ * only VM. */
 static __always_inline __u64 find_vm(const struct nupp_proc *p, __u64 r14, __u32 tid)
 {
 	__u64 g = r14 + (__s64)p->lj.disp2g, *last;
 
+	last = bpf_map_lookup_elem(&thread_vm, &tid);
+	if (last && *last == g)
+		return g;
 	if (vm_valid(&p->lj, g)) {
 		bpf_map_update_elem(&thread_vm, &tid, &g, BPF_ANY);
 		return g;
 	}
-	last = bpf_map_lookup_elem(&thread_vm, &tid);
-	if (last)
-		return *last;
-	return p->g;
+	return last ? *last : p->g;
 }
 
 static __always_inline enum nupp_state state_of(__s32 vmstate)
@@ -134,12 +144,14 @@ static long clear_cb(__u64 i, void *ctx)
 }
 
 /* Where the walk starts (frame link slot and top pc) in each VM state
- * (luajit-internals.md §5): L->base is stale while bytecode or a trace runs. */
-static __always_inline int walk_start(const struct nupp_proc *p, struct pt_regs *regs,
-				      __u64 g, __u64 L, __s32 vmstate, struct lj_walk *w)
+ * (luajit-internals.md §5): L->base is stale while bytecode or a trace runs.
+ * Lblk holds the lua_State's fields, gblk the global_State's. */
+static __always_inline int walk_start(const struct nupp_proc *p, struct pt_regs *regs, __u64 g,
+				      __s32 vmstate, const __u8 *gblk, const __u8 *Lblk,
+				      struct lj_walk *w)
 {
 	const struct lj_layout *lj = &p->lj;
-	__u64 ip = BPF_CORE_READ(regs, ip), base = 0, cf = 0, slot = 0;
+	__u64 ip = regs->ip, base, cf, saved[2];
 
 	if (vmstate >= 0) {
 		/* On trace: BASE at trace entry; the leaf is the trace's start
@@ -147,28 +159,25 @@ static __always_inline int walk_start(const struct nupp_proc *p, struct pt_regs 
 		__u64 traces = 0, T = 0, startpc = 0;
 		__u64 J = g - lj->gg_g + lj->gg_j;
 
-		if (lj_read(&base, 8, g + lj->g_jit_base) ||
-		    lj_read(&traces, 8, J + lj->J_trace) ||
+		base = lj_u64_at(gblk, lj->g_jit_base - p->g_blk, NUPP_BLK);
+		if (lj_read(&traces, 8, J + lj->J_trace) ||
 		    lj_read(&T, 8, traces + 8 * (__u64)vmstate) ||
 		    lj_read(&startpc, 8, (T & LJ_GCVMASK) + lj->T_startpc))
 			return NUPP_ERR_READ + 1;
 		w->pc = startpc ? startpc + 4 : 0;	/* links point after the instruction */
 	} else if (vmstate == LJ_VMST_INTERP && ip >= p->vm_lo && ip < p->vm_hi) {
-		base = BPF_CORE_READ(regs, dx);		/* BASE */
-		w->pc = BPF_CORE_READ(regs, bx);	/* PC, already advanced */
+		base = regs->dx;			/* BASE */
+		w->pc = regs->bx;			/* PC, already advanced */
 	} else {
 		/* C function, GC, recorder, or a helper called by the VM: the VM
 		 * synced L->base before calling out, and saved PC in the cframe. */
-		if (lj_read(&base, 8, L + lj->L_base) || lj_read(&cf, 8, L + lj->L_cframe))
-			return NUPP_ERR_READ + 1;
-		cf &= ~3ULL;
+		base = lj_u64_at(Lblk, lj->L_base - p->L_blk, NUPP_BLK);
+		cf = lj_u64_at(Lblk, lj->L_cframe - p->L_blk, NUPP_BLK) & ~3ULL;
 		w->pc = 0;
-		if (vmstate != LJ_VMST_C && cf && !lj_read(&slot, 8, cf + lj->cf_pc)) {
-			__u64 saved_L = 0;
-			lj_read(&saved_L, 8, cf + lj->cf_L);
-			if (slot != saved_L)		/* SAVE_PC == SAVE_L means no pc */
-				w->pc = slot;
-		}
+		/* SAVE_L and SAVE_PC are adjacent; SAVE_PC == SAVE_L means no pc. */
+		if (vmstate != LJ_VMST_C && cf && lj->cf_pc == lj->cf_L + 8 &&
+		    !lj_read(saved, 16, cf + lj->cf_L) && saved[1] != saved[0])
+			w->pc = saved[1];
 	}
 	w->f = base - 8;
 	if (w->f <= w->bot)
@@ -178,9 +187,10 @@ static __always_inline int walk_start(const struct nupp_proc *p, struct pt_regs 
 
 static __always_inline int sample(struct pt_regs *regs)
 {
-	__u64 id = bpf_get_current_pid_tgid(), g, L = 0, stack = 0, maxstack = 0;
+	__u64 id = bpf_get_current_pid_tgid(), g, L;
 	__u32 pid = id >> 32, tid = (__u32)id, zero = 0;
 	struct nupp_stack_counts *c, init = {};
+	struct sampler_scratch *sc;
 	struct nupp_stack_key *key;
 	struct nupp_proc *p;
 	struct lj_walk w = {};
@@ -195,28 +205,34 @@ static __always_inline int sample(struct pt_regs *regs)
 		count(NUPP_CNT_PAUSED);
 		return 0;
 	}
-	g = find_vm(p, BPF_CORE_READ(regs, r14), tid);
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc)
+		return 0;
+	g = find_vm(p, regs->r14, tid);
 	if (!g)
 		return unresolved(NUPP_ERR_NO_VM);
-	if (lj_read(&vmstate, 4, g + p->lj.g_vmstate) || lj_read(&L, 8, g + p->lj.g_cur_L))
+	/* The fields of g and of the running thread, one read each. */
+	/* Lengths in 1..NUPP_BLK, in a form the verifier can bound. */
+	if (lj_read(sc->gblk, ((p->g_len - 1) & (NUPP_BLK - 1)) + 1, g + p->g_blk))
 		return unresolved(NUPP_ERR_READ);
-	L &= LJ_GCVMASK;
-	if (lj_read(&stack, 8, L + p->lj.L_stack) || lj_read(&maxstack, 8, L + p->lj.L_maxstack))
+	vmstate = (__s32)lj_u64_at(sc->gblk, p->lj.g_vmstate - p->g_blk, NUPP_BLK);
+	L = lj_u64_at(sc->gblk, p->lj.g_cur_L - p->g_blk, NUPP_BLK) & LJ_GCVMASK;
+	if (!L || lj_read(sc->Lblk, ((p->L_len - 1) & (NUPP_BLK - 1)) + 1, L + p->L_blk))
 		return unresolved(NUPP_ERR_NO_THREAD);
 
-	key = bpf_map_lookup_elem(&scratch, &zero);
-	if (!key)
-		return 0;
+	key = &sc->key;
 	w.lj = &p->lj;
 	w.L = L;
-	w.bot = stack + 8;
+	w.bot = lj_u64_at(sc->Lblk, p->lj.L_stack - p->L_blk, NUPP_BLK) + 8;
 	/* One frame more than shown: the caller names the outermost one. */
 	w.max = (max_depth < NUPP_MAX_SHOWN ? max_depth : NUPP_MAX_SHOWN) + 1;
 	w.frames = key->frames;
-	err = walk_start(p, regs, g, L, vmstate, &w);
+	w.chunk = sc->chunk;
+	w.hdr = sc->hdr;
+	err = walk_start(p, regs, g, vmstate, sc->gblk, sc->Lblk, &w);
 	if (err)
 		return unresolved(err - 1);
-	if (w.f > maxstack)
+	if (w.f > lj_u64_at(sc->Lblk, p->lj.L_maxstack - p->L_blk, NUPP_BLK))
 		return unresolved(NUPP_ERR_BAD_BASE);
 	bpf_loop(NUPP_MAX_DEPTH, walk_cb, &w, 0);
 	if (w.err)
@@ -251,7 +267,7 @@ int on_cpu_clock(struct bpf_perf_event_data *ctx)
 	return sample((struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
 }
 
-/* The scheduler tick: fires at CONFIG_HZ in the interrupted task's context. */
+/* The local timer interrupt, in the interrupted task's context. */
 SEC("tp_btf/local_timer_entry")
 int on_tick(u64 *ctx)
 {

@@ -78,9 +78,14 @@ struct nupp_stack_counts {
 	__u64 state[NUPP_ST_MAX];	/* samples by enum nupp_state */
 };
 
+#define NUPP_BLK	256	/* bytes of global_State / lua_State read at once */
+
 /* Per target process, written by userspace at attach. */
 struct nupp_proc {
 	struct lj_layout lj;
+	__u32 g_blk, g_len;	/* global_State fields the sampler needs lie in
+				 * [g + g_blk, + g_len), g_len <= NUPP_BLK */
+	__u32 L_blk, L_len;	/* lua_State's likewise */
 	__u64 vm_lo, vm_hi;	/* interpreter code range (lj_vm_asm_begin..) */
 	__u64 g;		/* the process's only VM, 0 when several or unknown */
 	__u64 zone_cur;		/* address of the target's u32 current zone id, 0 none */

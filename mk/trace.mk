@@ -13,7 +13,7 @@ $(B)/gen/trace_reasons.c: catalog/trace-reasons.tsv scripts/gen-reasons.py
 	$(Q)$(PYTHON) scripts/gen-reasons.py --tsv $< --c-dir $(B)/gen --lua $(B)/lua/nupp/profile/reasons.lua
 $(B)/gen/trace_reasons.h $(B)/lua/nupp/profile/reasons.lua: $(B)/gen/trace_reasons.c
 
-$(B)/obj/tracer.o: $(B)/gen/trace_reasons.h $(B)/trace.skel.h
+GEN_HEADERS += $(B)/gen/trace_reasons.h
 
 $(B)/obj/trace_reasons.o: $(B)/gen/trace_reasons.c $(B)/gen/trace_reasons.h
 	$(call msg,CC,$@)

@@ -177,9 +177,35 @@ static int configure(struct sampler *s, struct target *tg)
 				    sizeof(tg->proc), BPF_ANY);
 }
 
+/* The block [*start, + *len) holding the 8-byte fields at offs[0..n); -1
+ * when it would be longer than NUPP_BLK. */
+static int block_of(const __u32 *offs, int n, __u32 *start, __u32 *len)
+{
+	__u32 lo = offs[0], hi = offs[0];
+
+	for (int i = 1; i < n; i++) {
+		lo = offs[i] < lo ? offs[i] : lo;
+		hi = offs[i] > hi ? offs[i] : hi;
+	}
+	*start = lo & ~7U;
+	*len = hi + 8 - *start;
+	return *len <= NUPP_BLK ? 0 : -1;
+}
+
 int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err, size_t errsz)
 {
+	const struct lj_layout *lj = &t->layout;
+	const __u32 gf[] = { lj->g_vmstate, lj->g_cur_L, lj->g_jit_base };
+	const __u32 Lf[] = { lj->L_base, lj->L_stack, lj->L_maxstack, lj->L_cframe };
+	__u32 g_blk, g_len, L_blk, L_len;
 	struct target *tg;
+
+	/* The sampler reads these fields in one block each. */
+	if (block_of(gf, 3, &g_blk, &g_len) || block_of(Lf, 4, &L_blk, &L_len)) {
+		snprintf(err, errsz, "the LuaJIT layout of PID %d spreads global_State or "
+			 "lua_State fields wider than %d bytes", t->pid, NUPP_BLK);
+		return -1;
+	}
 
 	if (s->ntargets == MAX_TARGETS) {
 		snprintf(err, errsz, "too many target processes (at most %d)", MAX_TARGETS);
@@ -191,6 +217,10 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err,
 	tg->pid = t->pid;
 	tg->proc = (struct nupp_proc){
 		.lj = t->layout,
+		.g_blk = g_blk,
+		.g_len = g_len,
+		.L_blk = L_blk,
+		.L_len = L_len,
 		.vm_lo = t->vm_lo,
 		.vm_hi = t->vm_hi,
 		.g = t->ngs == 1 ? t->gs[0] : 0,

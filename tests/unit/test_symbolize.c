@@ -83,9 +83,12 @@ static int fail_read(void *ctx, void *dst, size_t n, __u64 addr)
 /* The sampler's walk of L's stack, from the frame of the running C function. */
 static int walk(lua_State *L, struct nupp_frame *frames)
 {
+	static __u8 chunk[LJ_CHUNK + 16], hdr[LJ_HDR + 8];
 	const struct lj_layout *lj = &T.b->layout;
 	__u64 l = (__u64)(unsigned long)L;
 	struct lj_walk w = {
+		.chunk = chunk,
+		.hdr = hdr,
 		.lj = lj,
 		.L = l,
 		.f = rd64(l + lj->L_base) - 8,
