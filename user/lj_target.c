@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "elf_file.h"
 #include "lj_target.h"
 #include "procmem.h"
@@ -90,6 +91,20 @@ static int symbolized_build(struct lj_target *t, struct elf_file *ef)
 	return 1;
 }
 
+/* A map_files path lasts as long as that one mapping (a loader still at work
+ * replaces mappings); the file through the process's root lasts as long as
+ * the file. Keep map_files only for a file deleted or replaced on disk. */
+static void stable_path(struct lj_target *t)
+{
+	char path[sizeof(t->path)];
+	struct stat a, b;
+
+	if (snprintf(path, sizeof(path), "/proc/%d/root%.4000s", t->pid, t->shown) >= (int)sizeof(path) ||
+	    stat(path, &a) || stat(t->path, &b) || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+		return;
+	snprintf(t->path, sizeof(t->path), "%s", path);
+}
+
 /* Is the executable mapping [start, +) of file offset off the LuaJIT? */
 static int identify(struct lj_target *t, const char *path, __u64 start, __u64 off,
 		    char *hint, size_t hintsz)
@@ -160,8 +175,10 @@ int lj_target__identify(struct lj_target *t, pid_t pid, char *err, size_t errsz)
 		 * or when it was deleted or replaced on disk. */
 		snprintf(t->path, sizeof(t->path), "/proc/%d/map_files/%lx-%lx", pid, start, end);
 		found = identify(t, t->path, start, off, hint, sizeof(hint));
-		if (found)
+		if (found) {
 			snprintf(t->shown, sizeof(t->shown), "%s", file);
+			stable_path(t);
+		}
 		else if (hint[0] && !hint_path[0])
 			snprintf(hint_path, sizeof(hint_path), "%s", file);
 	}

@@ -10,7 +10,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <elf.h>
 #include <sys/ptrace.h>
+#include <sys/user.h>
 #include <sys/wait.h>
 #include "flamegraph.h"
 #include "session.h"
@@ -168,7 +170,63 @@ static int launch(struct run *r)
 static int attach_target(struct run *r, int i, bool final);
 static void open_tracer(struct run *r);
 
-/* Let the held command exec; attach at its exec stop, then let it run. */
+/* The program's entry point (AT_ENTRY), 0 when unknown. */
+static __u64 entry_point(pid_t pid)
+{
+	char path[64];
+	Elf64_auxv_t av;
+	__u64 entry = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/auxv", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fread(&av, sizeof(av), 1, f) == 1 && av.a_type != AT_NULL)
+		if (av.a_type == AT_ENTRY)
+			entry = av.a_un.a_val;
+	fclose(f);
+	return entry;
+}
+
+/* Run the traced child to its entry point, where the dynamic loader has
+ * mapped every library it needs and no code of the program has run: a
+ * breakpoint there, taken and removed. false when it did not get there. */
+static bool run_to_entry(struct run *r)
+{
+	__u64 entry = entry_point(r->child);
+	struct user_regs_struct regs;
+	long word;
+	int st;
+
+	errno = 0;
+	word = entry ? ptrace(PTRACE_PEEKTEXT, r->child, (void *)entry, NULL) : -1;
+	if (!entry || errno ||
+	    ptrace(PTRACE_POKETEXT, r->child, (void *)entry, (void *)((word & ~0xffL) | 0xcc)))
+		return false;
+	for (int sig = 0;;) {
+		if (ptrace(PTRACE_CONT, r->child, NULL, (void *)(long)sig) ||
+		    waitpid(r->child, &st, 0) != r->child)
+			return false;
+		if (!WIFSTOPPED(st)) {		/* it died before its entry point */
+			r->child_status = st;
+			r->child_reaped = true;
+			return false;
+		}
+		if (WSTOPSIG(st) == SIGTRAP)
+			break;
+		sig = WSTOPSIG(st);		/* not ours: deliver it */
+	}
+	if (ptrace(PTRACE_GETREGS, r->child, NULL, &regs) || regs.rip != entry + 1)
+		return false;
+	regs.rip = entry;
+	return !ptrace(PTRACE_POKETEXT, r->child, (void *)entry, (void *)word) &&
+	       !ptrace(PTRACE_SETREGS, r->child, NULL, &regs);
+}
+
+/* Let the held command exec. It stops after exec: LuaJIT linked into the
+ * executable is found then, LuaJIT in a library at the program's entry
+ * point; either way before any Lua code runs. Then it runs on, untraced. */
 static void release(struct run *r)
 {
 	int st;
@@ -184,9 +242,10 @@ static void release(struct run *r)
 		r->child_reaped = true;
 		return;
 	}
-	if (attach_target(r, 0, false) > 0)
+	if (attach_target(r, 0, false) > 0 || (run_to_entry(r) && attach_target(r, 0, false) > 0))
 		open_tracer(r);
-	ptrace(PTRACE_DETACH, r->child, NULL, NULL);
+	if (!r->child_reaped)
+		ptrace(PTRACE_DETACH, r->child, NULL, NULL);
 }
 
 /* Output names. record/trace: -o FILE (default nupp-PID.collapsed or
@@ -275,19 +334,17 @@ static int attach_target(struct run *r, int i, bool final)
 	return 1;
 }
 
-/* Attach the trace collector to every attached target. Where LuaJIT's abort
- * path cannot be found, `trace` fails; the default job goes on sampling. */
+/* Attach the trace collector to the targets, once all are attached (the
+ * collector keeps pointers to them). Where LuaJIT's abort path cannot be
+ * found, `trace` fails; the default job goes on sampling. */
 static void open_tracer(struct run *r)
 {
-	struct lj_target ts[SESSION_MAX_PIDS];
-	int n = 0;
-
 	if (!tracing(r) || r->tracer || r->trace_failed)
 		return;
 	for (int i = 0; i < r->npids; i++)
-		if (r->attached[i])
-			ts[n++] = r->targets[i];
-	r->tracer = tracer__open(ts, n, r->o->include_benign, r->err, sizeof(r->err));
+		if (!r->attached[i])
+			return;
+	r->tracer = tracer__open(r->targets, r->npids, r->o->include_benign, r->err, sizeof(r->err));
 	if (!r->tracer) {
 		r->trace_failed = true;
 		if (sampling(r))
@@ -576,7 +633,7 @@ static int finish(struct run *r)
 		note("wrote %s", r->out_name);
 	if (r->svg_name[0])
 		note("wrote %s", r->svg_name);
-	if (r->csv_name[0] && strcmp(r->csv_name, "-") && (r->tracer || !sampling(r)))
+	if (r->csv_name[0] && strcmp(r->csv_name, "-") && r->tracer)
 		note("wrote %s", r->csv_name);
 	return ret;
 }
