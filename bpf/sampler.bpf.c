@@ -22,6 +22,7 @@ static __always_inline int lj_read(void *dst, __u32 size, __u64 addr)
 #include "lj_walk.h"
 
 const volatile __u32 max_depth = 16;	/* --depth, at most NUPP_MAX_SHOWN */
+const volatile __u64 tick_fn;		/* address of the scheduler tick's hrtimer handler */
 volatile __u32 paused;			/* set by userspace: count, don't record */
 
 struct {
@@ -267,10 +268,14 @@ int on_cpu_clock(struct bpf_perf_event_data *ctx)
 	return sample((struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
 }
 
-/* The local timer interrupt, in the interrupted task's context. */
-SEC("tp_btf/local_timer_entry")
-int on_tick(u64 *ctx)
+/* The scheduler tick: the hrtimer that runs it expires in hard interrupt
+ * context on the interrupted task, at CONFIG_HZ on a busy CPU. Other hrtimers
+ * (other profilers' timers among them) are not samples. */
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(on_tick, struct hrtimer *timer, ktime_t *now)
 {
+	if ((__u64)timer->function != tick_fn)
+		return 0;
 	return sample((struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
 }
 

@@ -48,7 +48,7 @@ static const struct argp_option options[] = {
 	{ "frequency", 'F', "HZ", 0, "Samples per second (default 99)", 1 },
 	{ "interval", 'i', "MS", 0, "Milliseconds between samples (instead of -F)", 1 },
 	{ "clock", OPT_CLOCK, "cpu|tick", 0, "Sampling clock: cpu-clock events at -F (default), "
-	  "or the scheduler tick at CONFIG_HZ with no added interrupts", 1 },
+	  "or the scheduler tick (CONFIG_HZ, usually 250/s) with no added interrupts", 1 },
 	{ "depth", OPT_DEPTH, "N", 0, "Frames per stack (default 16, at most 127)", 1 },
 	{ "root", OPT_ROOT, "MODULE", 0, "Cut stacks back to their outermost frame from MODULE", 1 },
 	{ "zone", OPT_ZONE, "PREFIX", 0, "Keep only samples and aborts under this zone path", 1 },

@@ -100,6 +100,24 @@ static int attach_cpu_clock(struct sampler *s, const struct sampler_opts *o, cha
 	return 0;
 }
 
+/* Address of the kernel's scheduler tick handler (an hrtimer callback):
+ * tick_nohz_handler since Linux 6.11, tick_sched_timer before. 0 if none. */
+static __u64 tick_handler(void)
+{
+	char line[256], name[128], type;
+	unsigned long long addr, found = 0;
+	FILE *f = fopen("/proc/kallsyms", "re");
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx %c %127s", &addr, &type, name) == 3 &&
+		    (!strcmp(name, "tick_nohz_handler") || !strcmp(name, "tick_sched_timer")))
+			found = addr;
+	fclose(f);
+	return found;
+}
+
 struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t errsz)
 {
 	struct sampler *s = calloc(1, sizeof(*s));
@@ -117,6 +135,14 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 		goto fail;
 	}
 	s->skel->rodata->max_depth = o->depth;
+	if (o->clock == SAMPLER_CLOCK_TICK) {
+		s->skel->rodata->tick_fn = tick_handler();
+		if (!s->skel->rodata->tick_fn) {
+			snprintf(err, errsz, "cannot find the scheduler tick handler "
+				 "(tick_nohz_handler) in /proc/kallsyms");
+			goto fail;
+		}
+	}
 	/* Keys hold exactly --depth frames: less to hash per sample. */
 	s->key_size = offsetof(struct nupp_stack_key, frames) + (o->depth + 1) * sizeof(struct nupp_frame);
 	bpf_map__set_key_size(s->skel->maps.counts, s->key_size);
