@@ -274,6 +274,20 @@ class Nupp:
                              errors="replace")
         return p, out
 
+    def record_cpu(self, args, pid, timeout=60):
+        """nupp-bpf ARGS -o FILE: (Run, CPU seconds process pid ran while
+        nupp-bpf recorded: from its "recording" line to its exit)."""
+        p, out = self.start(args)
+        err = []
+        for line in p.stderr:
+            err.append(line)
+            if line.startswith("nupp-bpf: recording PID"):
+                break
+        cpu0 = cpu_seconds(pid)
+        o, e = p.communicate(timeout=timeout)
+        cpu = cpu_seconds(pid) - cpu0
+        return Run(p.args, p.returncode, o, "".join(err) + e, out), cpu
+
     @staticmethod
     def finish(popen, out, timeout=60):
         o, e = popen.communicate(timeout=timeout)

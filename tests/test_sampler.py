@@ -48,7 +48,8 @@ def assert_rate(n, cpu, hz, what=""):
     """n samples for cpu seconds of CPU time at hz: the cpu-clock timer fires
     per CPU, so a task gets hz samples per second it runs, whatever else
     runs beside it. The window nupp-bpf samples lies inside the measured
-    CPU time (it starts after nupp-bpf has loaded), hence -12 %/+5 %."""
+    CPU time (from nupp-bpf's "recording" line to its exit, which includes
+    writing the output), hence -12 %/+5 %."""
     want = hz * cpu
     assert 0.88 * want <= n <= 1.05 * want, \
         f"{what}{n} samples for {cpu:.2f} s of CPU at {hz} Hz (expected about {want:.0f})"
@@ -68,9 +69,7 @@ def test_build_and_mode(nupp, target, lua_build_ready, build_name, mode):
         cpu = parse_truth(run.stdout).get("cpu", 0)
     else:
         t = target(b, script, 60, ready="ready")
-        cpu0 = cpu_seconds(t.pid)
-        run = nupp.record(["-p", t.pid, "-d", 2])
-        cpu = cpu_seconds(t.pid) - cpu0
+        run, cpu = nupp.record_cpu(["record", "-F", FREQ, "-p", t.pid, "-d", 2], t.pid)
         assert t.alive(), "attaching must not disturb the target"
     assert run.returncode == 0, run
     assert_resolves(run)
@@ -151,15 +150,18 @@ class Case:
 # trace exit in compiled code) under that first state. When the collector
 # runs in steps from inside a trace, whole windows of trace code get the GC
 # state and the reverse; two -jp=v runs of gcchurn-jit disagree with each
-# other by 15 points. gcchurn-jit is checked for its shares only, and gcfull
-# (compiled allocation, full collections timed from Lua) stands in for it.
+# other by 15 points. The same happens around full collections called from a
+# compiled loop: in one -jp=v run of gcfull the workload timed 68 % of its CPU
+# in collectgarbage("collect") while -jp=v reported 40 % GC. gcchurn-jit and
+# gcfull are therefore checked against the workload's own timing instead:
+# gcfull's full collections are timed from Lua, so its GC state has a truth.
 WORKLOADS = {
     "interp": Case("interp.lua", (3.5,), ("hot", "warm")),
     "jitloops": Case("jitloops.lua", (3.5,), ("hot", "warm")),
     "cheavy": Case("cheavy.lua", (3.5,), ("sorter", "strings")),
     "gcchurn-interp": Case("gcchurn.lua", (3.5, "interp"), ("churn", "calm")),
     "gcchurn-jit": Case("gcchurn.lua", (3.5, "jit"), ("churn", "calm"), jp=False),
-    "gcfull": Case("gcfull.lua", (3.5,), ("alloc", "collect"),
+    "gcfull": Case("gcfull.lua", (3.5,), ("alloc", "collect"), jp=False,
                    states=(("GC", "collect"), ("compiled", "alloc"))),
 }
 WORKLOAD_BUILDS = ["stock-luajit", "stock-luajit2"]
@@ -282,9 +284,7 @@ def test_target_gone_is_counted(nupp):
 def test_rate(nupp, target, opt, hz):
     """-F HZ and -i MS: a busy thread gets HZ (1000 / MS) samples per CPU second."""
     t = target(STOCK_LUAJIT, workload("mixed.lua"), 60, ready="ready")
-    cpu0 = cpu_seconds(t.pid)
-    run = nupp.run(["record", *opt, "-d", 2, "-p", t.pid])
-    cpu = cpu_seconds(t.pid) - cpu0
+    run, cpu = nupp.record_cpu(["record", *opt, "-d", 2, "-p", t.pid], t.pid)
     assert run.returncode == 0, run
     assert_rate(total(run.rows), cpu, hz)
 
@@ -293,13 +293,13 @@ def test_clock_tick(nupp, target):
     """--clock tick samples on the scheduler tick (100..1000 Hz): the same
     stacks, resolved."""
     t = target(STOCK_LUAJIT, workload("mixed.lua"), 60, ready="ready")
-    cpu0 = cpu_seconds(t.pid)
-    run = nupp.run(["record", "--clock", "tick", "-d", 2, "-p", t.pid])
-    cpu = cpu_seconds(t.pid) - cpu0
+    run, cpu = nupp.record_cpu(["record", "--clock", "tick", "-d", 2, "-p", t.pid], t.pid)
     assert run.returncode == 0, run
     assert_resolves(run)
     n = total(run.rows)
-    assert 0.88 * 100 * cpu <= n <= 1.05 * 1000 * cpu, f"{n} samples in {cpu:.2f} CPU s of ticks"
+    # Exactly the scheduler tick: CONFIG_HZ is one of these.
+    assert any(0.88 * hz * cpu <= n <= 1.05 * hz * cpu for hz in (100, 250, 300, 1000)), \
+        f"{n} samples in {cpu:.2f} CPU s of ticks: not a CONFIG_HZ rate"
     stack_re = re.compile(MIXED_RE.format(c=r"@0x[0-9a-f]+;"))
     good = share(run.rows, lambda f: bool(stack_re.match(";".join(f))))
     assert good >= 0.97, run.output.read_text()

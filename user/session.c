@@ -434,6 +434,20 @@ static int check_targets(struct run *r, unsigned tick)
 	return alive;
 }
 
+/* Say what is being recorded, once it is. */
+static void announce(const struct run *r)
+{
+	for (int i = 0; i < r->npids; i++) {
+		const struct lj_target *t = &r->targets[i];
+
+		if (r->attached[i])
+			note("recording PID %d: %s (%s)%s", r->pids[i], t->shown,
+			     lj_target__build(t)->id, r->o->duration ? "" : "; Ctrl-C to stop");
+		else if (r->child)
+			note("recording PID %d: %s, once it loads LuaJIT", r->pids[i], r->o->argv[0]);
+	}
+}
+
 /* Poll until the duration ends, a stop signal comes, or every target exits.
  * Until a launched target has mapped LuaJIT, look for it every tick. */
 static int record(struct run *r)
@@ -717,6 +731,8 @@ int session__run(const struct session_opts *o)
 	r.started = now();
 	if (r.child)
 		release(&r);
+	if (o->summary)
+		announce(&r);
 	if (record(&r))
 		goto out;
 	ret = finish(&r);

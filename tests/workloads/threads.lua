@@ -46,4 +46,4 @@ end
 f = io.open("/proc/thread-self/schedstat")
 local ns = f and f:read("*n")
 if f then f:close() end
-print(("thread %d sink %d cpu %.3f"):format(THREAD_INDEX, sink % 2, (ns or 0) / 1e9))
+io.write(("thread %d sink %d cpu %.3f\n"):format(THREAD_INDEX, sink % 2, (ns or 0) / 1e9))
