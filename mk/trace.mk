@@ -2,7 +2,7 @@
 #   make build/gen/trace_reasons.c   C catalog (and build/lua/nupp/profile/reasons.lua)
 #   make trace-dev                   build/tests/nupp-trace-dev, the test driver
 #   make test-trace                  tests/test_trace.py (root)
-#   make bench-trace                 per-abort cost, BPF collector vs jit.attach
+#   make bench-trace                 per-abort cost, BPF collector vs jit.attach (also in make bench)
 
 .PHONY: trace-dev test-trace bench-trace
 
@@ -32,5 +32,5 @@ trace-dev: $(B)/tests/nupp-trace-dev
 test-trace: $(B)/tests/nupp-trace-dev $(TRACE_GEN)
 	$(PYTHON) -m pytest -q tests/test_trace.py
 
-bench-trace: $(B)/tests/nupp-trace-dev $(TRACE_GEN)
-	scripts/bench-trace.sh
+bench-trace: $(B)/nupp-bpf $(TRACE_GEN)
+	$(PYTHON) scripts/bench-trace.py --luajit $(LUAJIT)

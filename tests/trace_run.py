@@ -2,7 +2,7 @@
 
     python3 tests/trace_run.py [--benign] [--no-bpf] LUAJIT PROGRAM.lua
 
-Used by tests/test_trace.py and scripts/bench-trace.sh. Returns (and prints
+Used by tests/test_trace.py. Returns (and prints
 with --show) the target's stdout, stderr, exit status, the truth sites, the
 collector's sites and both totals.
 """

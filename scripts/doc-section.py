@@ -1,0 +1,32 @@
+#!/usr/bin/python3
+"""doc-section.py NAME TITLE COMMAND... - run COMMAND, put its output in docs/benchmarks.md.
+
+Replaces the section between <!-- NAME: begin --> and <!-- NAME: end -->
+(appends it when absent) with TITLE, the command line and what it printed.
+For benchmark scripts that only print.
+"""
+import datetime
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOC = os.path.join(ROOT, "docs", "benchmarks.md")
+
+name, title, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
+out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+begin, end = "<!-- %s: begin -->" % name, "<!-- %s: end -->" % name
+when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+section = "\n".join([begin, "## " + title, "",
+                     "Produced by `make bench` → `%s` on %s:" % (" ".join(os.path.relpath(c, ROOT)
+                     if c.startswith(ROOT) else c for c in cmd), when), "",
+                     "```", out.rstrip("\n"), "```", "", end])
+print(out, end="")
+text = open(DOC).read() if os.path.exists(DOC) else "# Benchmarks\n"
+if begin in text and end in text:
+    head, rest = text.split(begin, 1)
+    text = head + section + rest.split(end, 1)[1]
+else:
+    text = text.rstrip("\n") + "\n\n" + section + "\n"
+with open(DOC, "w") as f:
+    f.write(text)
