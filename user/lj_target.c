@@ -140,8 +140,10 @@ static int identify(struct lj_target *t, const char *path, __u64 start, __u64 of
 
 int lj_target__open(struct lj_target *t, pid_t pid, char *err, size_t errsz)
 {
-	if (lj_target__identify(t, pid, err, errsz))
-		return -1;
+	int ret = lj_target__identify(t, pid, err, errsz);
+
+	if (ret)
+		return ret;
 	lj_target__scan_vms(t);
 	return 0;
 }
@@ -184,10 +186,11 @@ int lj_target__identify(struct lj_target *t, pid_t pid, char *err, size_t errsz)
 	}
 	fclose(f);
 	if (!found) {
-		if (hint[0])
+		if (hint[0]) {
 			snprintf(err, errsz, hint, "unsupported build", hint_path);
-		else
-			snprintf(err, errsz, "process %d does not contain LuaJIT", pid);
+			return LJ_TARGET_UNSUPPORTED;
+		}
+		snprintf(err, errsz, "process %d does not contain LuaJIT", pid);
 		return -1;
 	}
 	t->layout = lj_target__build(t)->layout;

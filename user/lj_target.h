@@ -30,8 +30,11 @@ struct lj_target {
 	int ngs;
 };
 
+#define LJ_TARGET_UNSUPPORTED (-2)
+
 /* Find and identify LuaJIT in process pid. 0, or -1 with a one-line reason
- * in err (without the "nupp-bpf: error: " prefix). */
+ * in err (without the "nupp-bpf: error: " prefix): LJ_TARGET_UNSUPPORTED
+ * when it holds LuaJIT that cannot be used, -1 when none (or no access). */
 int lj_target__open(struct lj_target *t, pid_t pid, char *err, size_t errsz);
 
 /* lj_target__open without the memory scan: for a caller that knows its VMs

@@ -117,6 +117,7 @@ struct run {
 	struct sampler *sampler;	/* NULL when not sampling */
 	struct tracer *tracer;		/* NULL when not tracing, or not yet */
 	bool trace_failed;		/* the collector could not attach; said so */
+	bool unsupported;		/* the launched command's LuaJIT cannot be used */
 	FILE *out, *svg, *csv;
 	char out_name[4096], svg_name[4096], csv_name[4096];
 	bool created;			/* outputs were created: remove them on failure */
@@ -229,7 +230,7 @@ static bool run_to_entry(struct run *r)
  * point; either way before any Lua code runs. Then it runs on, untraced. */
 static void release(struct run *r)
 {
-	int st;
+	int st, a;
 
 	if (write(r->release_fd, "go", 1) != 1)
 		error_line("cannot start %s", r->o->argv[0]);
@@ -242,8 +243,12 @@ static void release(struct run *r)
 		r->child_reaped = true;
 		return;
 	}
-	if (attach_target(r, 0, false) > 0 || (run_to_entry(r) && attach_target(r, 0, false) > 0))
+	a = attach_target(r, 0, false);
+	if (!a && run_to_entry(r))
+		a = attach_target(r, 0, false);
+	if (a > 0)
 		open_tracer(r);
+	r->unsupported = a < 0;		/* said so; the command runs on unprofiled */
 	if (!r->child_reaped)
 		ptrace(PTRACE_DETACH, r->child, NULL, NULL);
 }
@@ -317,9 +322,10 @@ static bool close_one(FILE **f, const char *name)
 static int attach_target(struct run *r, int i, bool final)
 {
 	struct lj_target *t = &r->targets[i];
+	int ret = r->identified[i] ? 0 : lj_target__open(t, r->pids[i], r->err, sizeof(r->err));
 
-	if (!r->identified[i] && lj_target__open(t, r->pids[i], r->err, sizeof(r->err))) {
-		if (!final)
+	if (ret) {
+		if (!final && ret != LJ_TARGET_UNSUPPORTED)
 			return 0;
 		error_line("%s", r->err);
 		return -1;
@@ -731,6 +737,11 @@ int session__run(const struct session_opts *o)
 	r.started = now();
 	if (r.child)
 		release(&r);
+	if (r.unsupported) {
+		r.started = 0;		/* nothing was recorded: no outputs */
+		check_child(&r, true);
+		goto out;
+	}
 	if (o->summary)
 		announce(&r);
 	if (record(&r))
