@@ -11,8 +11,9 @@
  *	sample({intervalMs, stackDepth}, add) -> {pause, resume, stop, sync}
  *	trace({includeBenign}, add) -> {pause, resume, stop, sync, recorder}
  *	recorder() -> {luajitRevision, luajitVersion} (no privileges needed)
- * add is called at stop, from the calling thread, for everything recorded;
- * trace sites come already described (reason, reasonId, ...) with a count.
+ * add is called from the calling thread, at sync and at stop, for everything
+ * recorded so far; trace sites come already described (reason, reasonId, ...)
+ * with a count.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,64 +26,35 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include "lj_target.h"
+#include "privileges.h"
 #include "sampling.h"
 #include "tracer.h"
 #include "zones.h"
 
-#define POLL_US 100000	/* symbolize new stacks this often */
+#define TICK_US		10000	/* trace events are drained this often */
+#define POLL_TICKS	10	/* new stacks are symbolized every 100 ms */
+#define ZONE_TICKS	100	/* a newly loaded zone module is looked for every second */
+#define SESSION_MT	"nupp.profile.bpf.session"
 
-/* A running sample session: the sampler, and a thread symbolizing while the
- * script runs (protos it samples may be collected before stop). */
-struct lsample {
+/* A running session, of either kind, and the thread that drains it while the
+ * script runs: stacks are symbolized, and abort locations read, while the
+ * protos they name still exist. */
+struct lsession {
 	struct lj_target target;
-	struct sampler *sampler;
-	struct zones *zones;	/* this process's zone module, once loaded */
+	struct sampler *sampler;	/* a sample session, or */
+	struct tracer *tracer;		/* a trace session */
+	struct zones *zones;		/* this process's zone module, once loaded */
 	pthread_t poller;
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;		/* the poller and the calling thread */
 	bool stopping, running;
-	int add_ref;		/* registry ref of the add callback */
+	int add_ref;			/* registry ref of the add callback */
 };
-
-/* A running trace session, likewise drained by a thread: abort locations are
- * read from memory soon after the abort. */
-struct ltrace {
-	struct lj_target target;
-	struct tracer *tracer;
-	struct zones *zones;
-	pthread_t poller;
-	pthread_mutex_t lock;
-	bool stopping, running;
-	int add_ref;
-};
-
-static bool have_privileges(const char **why)
-{
-	char line[256];
-	unsigned long long eff = 0;
-	FILE *f = fopen("/proc/self/status", "re");
-
-	if (f) {
-		while (fgets(line, sizeof(line), f))
-			if (sscanf(line, "CapEff: %llx", &eff) == 1)
-				break;
-		fclose(f);
-	}
-	if (!((eff >> 21 & 1) || ((eff >> 39 & 1) && (eff >> 38 & 1)))) {
-		*why = "BPF needs root (or CAP_BPF and CAP_PERFMON)";
-		return false;
-	}
-	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
-		*why = "the kernel has no BTF (/sys/kernel/btf/vmlinux)";
-		return false;
-	}
-	return true;
-}
 
 static int l_available(lua_State *L)
 {
 	const char *why = NULL;
 
-	lua_pushboolean(L, have_privileges(&why));
+	lua_pushboolean(L, privileges__bpf(&why));
 	if (why) {
 		lua_pushstring(L, why);
 		return 2;
@@ -95,64 +67,45 @@ static int self_target(lua_State *L, struct lj_target *t, char *err, size_t errs
 {
 	if (lj_target__identify(t, getpid(), err, errsz))
 		return -1;
-	/* L->glref: read through the registry layout, as from outside. */
+	/* L->glref, at the offset the registry gives for this build. */
 	t->gs[0] = *(const __u64 *)((const char *)L + t->layout.L_glref);
 	t->ngs = 1;
 	return 0;
 }
 
-static int opt_int(lua_State *L, int idx, const char *name, int def)
+/* A zone module loaded since the last look: both channels read its paths. */
+static void refresh_zones(struct lsession *s)
 {
-	int v;
-
-	lua_getfield(L, idx, name);
-	v = lua_isnil(L, -1) ? def : (int)lua_tointeger(L, -1);
-	lua_pop(L, 1);
-	return v;
+	if (!zones__refresh(s->zones))
+		return;
+	if (s->sampler)
+		sampler__set_zones(s->sampler, s->target.pid, s->zones);
+	if (s->tracer)
+		tracer__set_zone_state(s->tracer, s->target.pid, zones__state_addr(s->zones));
 }
 
 static void *poll_loop(void *arg)
 {
-	struct lsample *s = arg;
+	struct lsession *s = arg;
 
-	for (unsigned n = 0;; n++) {
+	for (unsigned tick = 1;; tick++) {
 		pthread_mutex_lock(&s->lock);
 		if (s->stopping) {
 			pthread_mutex_unlock(&s->lock);
 			return NULL;
 		}
-		if (n % 10 == 0 && zones__refresh(s->zones))	/* zone module loaded */
-			sampler__set_zones(s->sampler, s->target.pid, s->zones);
-		sampler__poll(s->sampler);
+		if (tick % ZONE_TICKS == 0)
+			refresh_zones(s);
+		if (s->tracer)
+			tracer__poll(s->tracer, 0);
+		if (s->sampler && tick % POLL_TICKS == 0)
+			sampler__poll(s->sampler);
 		pthread_mutex_unlock(&s->lock);
-		usleep(POLL_US);
+		usleep(TICK_US);
 	}
 }
 
-static struct lsample *check_sample(lua_State *L)
-{
-	return luaL_checkudata(L, lua_upvalueindex(1), "nupp.profile.bpf.sample");
-}
-
-static int l_sample_pause(lua_State *L)
-{
-	struct lsample *s = check_sample(L);
-
-	if (s->sampler)
-		sampler__pause(s->sampler, true);
-	return 0;
-}
-
-static int l_sample_resume(lua_State *L)
-{
-	struct lsample *s = check_sample(L);
-
-	if (s->sampler)
-		sampler__pause(s->sampler, false);
-	return 0;
-}
-
-static void stop_poller(struct lsample *s)
+static void stop_poller(struct lsession *s)
 {
 	if (!s->running)
 		return;
@@ -163,27 +116,28 @@ static void stop_poller(struct lsample *s)
 	s->running = false;
 }
 
-/* Stop sampling and close the session; safe to call twice. */
-static void sample_close(struct lsample *s)
+/* Detach and free everything; safe to call twice. */
+static void session_close(struct lsession *s)
 {
 	stop_poller(s);
 	sampler__close(s->sampler);
-	s->sampler = NULL;
+	tracer__close(s->tracer);
 	zones__free(s->zones);
+	s->sampler = NULL;
+	s->tracer = NULL;
 	s->zones = NULL;
 }
 
 /* Call add(zone, stack, state, n) for everything sampled so far. */
-static int sample_emit(lua_State *L, struct lsample *s)
+static void sample_emit(lua_State *L, struct lsession *s)
 {
 	static const char states[NUPP_ST_MAX] = { 'N', 'I', 'C', 'G', 'J' };
 	struct profile p = {};
 	struct sampler_stats st;
-	int ret = sampler__collect(s->sampler, &p, &st);
 
-	if (ret) {
+	if (sampler__collect(s->sampler, &p, &st)) {
 		profile__free(&p);
-		return luaL_error(L, "nupp.profile: collecting samples failed: %s", strerror(-ret));
+		luaL_error(L, "nupp.profile: out of memory collecting samples");
 	}
 	for (size_t i = 0; i < p.nrows; i++)
 		for (int k = 0; k < NUPP_ST_MAX; k++) {
@@ -196,180 +150,31 @@ static int sample_emit(lua_State *L, struct lsample *s)
 			lua_pushnumber(L, (lua_Number)p.rows[i].state[k]);
 			if (lua_pcall(L, 4, 0, 0)) {
 				profile__free(&p);
-				return lua_error(L);
+				lua_error(L);
 			}
 		}
 	profile__free(&p);
-	return 0;
 }
 
-static int l_sample_sync(lua_State *L)
+static void set_string(lua_State *L, const char *k, const char *v)
 {
-	struct lsample *s = check_sample(L);
-
-	if (!s->sampler)
-		return 0;
-	pthread_mutex_lock(&s->lock);
-	sample_emit(L, s);	/* add() does not raise: it only counts */
-	pthread_mutex_unlock(&s->lock);
-	return 0;
+	lua_pushstring(L, v);
+	lua_setfield(L, -2, k);
 }
 
-static int l_sample_stop(lua_State *L)
-{
-	struct lsample *s = check_sample(L);
-
-	if (!s->sampler)
-		return 0;
-	stop_poller(s);
-	sample_emit(L, s);
-	sample_close(s);
-	luaL_unref(L, LUA_REGISTRYINDEX, s->add_ref);
-	return 0;
-}
-
-static int l_sample_gc(lua_State *L)
-{
-	sample_close(luaL_checkudata(L, 1, "nupp.profile.bpf.sample"));
-	return 0;
-}
-
-/* {name = closure over the userdata at the top of the stack} for each method. */
-static void push_handle(lua_State *L, const luaL_Reg *methods)
-{
-	int ud = lua_gettop(L);
-
-	lua_newtable(L);
-	for (; methods->name; methods++) {
-		lua_pushvalue(L, ud);
-		lua_pushcclosure(L, methods->func, 1);
-		lua_setfield(L, -2, methods->name);
-	}
-	lua_pushvalue(L, ud);
-	lua_setfield(L, -2, "_state");	/* keeps the userdata alive with the handle */
-}
-
-static int l_sample(lua_State *L)
-{
-	static const luaL_Reg methods[] = {
-		{ "pause", l_sample_pause }, { "resume", l_sample_resume },
-		{ "stop", l_sample_stop }, { "sync", l_sample_sync }, { NULL, NULL },
-	};
-	struct sampler_opts o = { .clock = SAMPLER_CLOCK_CPU, .max_stacks = 65536 };
-	struct lsample *s;
-	char err[512];
-
-	luaL_checktype(L, 1, LUA_TTABLE);
-	luaL_checktype(L, 2, LUA_TFUNCTION);
-	o.period_us = opt_int(L, 1, "intervalMs", 10) * 1000;
-	o.depth = opt_int(L, 1, "stackDepth", 16);
-	if (o.depth < 1 || o.depth > NUPP_MAX_SHOWN)
-		return luaL_error(L, "nupp.profile: stackDepth must be 1..%d", NUPP_MAX_SHOWN);
-	s = lua_newuserdata(L, sizeof(*s));
-	memset(s, 0, sizeof(*s));
-	pthread_mutex_init(&s->lock, NULL);
-	s->add_ref = LUA_NOREF;
-	luaL_getmetatable(L, "nupp.profile.bpf.sample");
-	lua_setmetatable(L, -2);
-	if (self_target(L, &s->target, err, sizeof(err)))
-		return luaL_error(L, "nupp.profile: %s", err);
-	s->sampler = sampler__open(&o, err, sizeof(err));
-	if (!s->sampler)
-		return luaL_error(L, "nupp.profile: %s", err);
-	s->zones = zones__new(s->target.pid);
-	if (!s->zones || sampler__add_target(s->sampler, &s->target, err, sizeof(err))) {
-		sample_close(s);
-		return luaL_error(L, "nupp.profile: %s", s->zones ? err : "out of memory");
-	}
-	if (zones__refresh(s->zones))
-		sampler__set_zones(s->sampler, s->target.pid, s->zones);
-	if (pthread_create(&s->poller, NULL, poll_loop, s)) {
-		sample_close(s);
-		return luaL_error(L, "nupp.profile: cannot start the poller thread");
-	}
-	s->running = true;
-	lua_pushvalue(L, 2);
-	s->add_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-	push_handle(L, methods);
-	return 1;
-}
-
-/* ------------------------------------------------------------------------- */
-
-static void *trace_loop(void *arg)
-{
-	struct ltrace *t = arg;
-
-	for (unsigned n = 0;; n++) {
-		pthread_mutex_lock(&t->lock);
-		if (t->stopping) {
-			pthread_mutex_unlock(&t->lock);
-			return NULL;
-		}
-		if (n % 100 == 0 && zones__refresh(t->zones))
-			tracer__set_zone_state(t->tracer, t->target.pid, zones__state_addr(t->zones));
-		tracer__poll(t->tracer, 0);
-		pthread_mutex_unlock(&t->lock);
-		usleep(10000);
-	}
-}
-
-static void trace_stop_poller(struct ltrace *t)
-{
-	if (!t->running)
-		return;
-	pthread_mutex_lock(&t->lock);
-	t->stopping = true;
-	pthread_mutex_unlock(&t->lock);
-	pthread_join(t->poller, NULL);
-	t->running = false;
-}
-
-static void trace_close(struct ltrace *t)
-{
-	trace_stop_poller(t);
-	tracer__close(t->tracer);
-	t->tracer = NULL;
-	zones__free(t->zones);
-	t->zones = NULL;
-}
-
-static struct ltrace *check_trace(lua_State *L)
-{
-	return luaL_checkudata(L, lua_upvalueindex(1), "nupp.profile.bpf.trace");
-}
-
-static int l_trace_pause(lua_State *L)
-{
-	struct ltrace *t = check_trace(L);
-
-	if (t->tracer)
-		tracer__pause(t->tracer, true);
-	return 0;
-}
-
-static int l_trace_resume(lua_State *L)
-{
-	struct ltrace *t = check_trace(L);
-
-	if (t->tracer)
-		tracer__pause(t->tracer, false);
-	return 0;
-}
-
-/* Hand every site so far to add(nil, nil, location, blacklisted, zone,
- * count, desc): the collector has already described it with the catalog. */
-static int trace_emit(lua_State *L, struct ltrace *t)
+/* Call add(nil, nil, location, blacklisted, zone, count, desc) for every
+ * site so far: the collector has described it with the catalog already. */
+static void trace_emit(lua_State *L, struct lsession *s)
 {
 	struct trace_report rep;
 
-	if (tracer__report(t->tracer, &rep))
-		return luaL_error(L, "nupp.profile: out of memory collecting trace aborts");
+	if (tracer__report(s->tracer, &rep))
+		luaL_error(L, "nupp.profile: out of memory collecting trace aborts");
 	for (size_t i = 0; i < rep.nsites; i++) {
 		const struct trace_site *site = &rep.sites[i];
 		bool bl = !strcmp(site->severity, "blacklist");
 
-		lua_rawgeti(L, LUA_REGISTRYINDEX, t->add_ref);
+		lua_rawgeti(L, LUA_REGISTRYINDEX, s->add_ref);
 		lua_pushnil(L);
 		lua_pushnil(L);
 		lua_pushstring(L, site->location);
@@ -377,101 +182,192 @@ static int trace_emit(lua_State *L, struct ltrace *t)
 		lua_pushstring(L, site->zone_path);
 		lua_pushnumber(L, (lua_Number)site->count);
 		lua_createtable(L, 0, 5);
-		lua_pushstring(L, site->reason);
-		lua_setfield(L, -2, "reason");
-		lua_pushstring(L, site->raw_reason);
-		lua_setfield(L, -2, "rawReason");
-		lua_pushstring(L, site->reason_id);
-		lua_setfield(L, -2, "reasonId");
-		lua_pushstring(L, site->reason_class);
-		lua_setfield(L, -2, "reasonClass");
-		lua_pushstring(L, bl ? "warn" : site->severity);	/* the class's default */
-		lua_setfield(L, -2, "severity");
+		set_string(L, "reason", site->reason);
+		set_string(L, "rawReason", site->raw_reason);
+		set_string(L, "reasonId", site->reason_id);
+		set_string(L, "reasonClass", site->reason_class);
+		set_string(L, "severity", bl ? "warn" : site->severity);	/* the class's default */
 		if (lua_pcall(L, 7, 0, 0)) {
 			trace_report__free(&rep);
-			return lua_error(L);
+			lua_error(L);
 		}
 	}
 	trace_report__free(&rep);
+}
+
+static void emit(lua_State *L, struct lsession *s)
+{
+	if (s->sampler)
+		sample_emit(L, s);
+	else if (s->tracer)
+		trace_emit(L, s);
+}
+
+static struct lsession *upvalue_session(lua_State *L)
+{
+	return luaL_checkudata(L, lua_upvalueindex(1), SESSION_MT);
+}
+
+static void pause_session(struct lsession *s, bool paused)
+{
+	if (s->sampler)
+		sampler__pause(s->sampler, paused);
+	if (s->tracer)
+		tracer__pause(s->tracer, paused);
+}
+
+static int l_pause(lua_State *L)
+{
+	pause_session(upvalue_session(L), true);
 	return 0;
 }
 
-static int l_trace_sync(lua_State *L)
+static int l_resume(lua_State *L)
 {
-	struct ltrace *t = check_trace(L);
-
-	if (!t->tracer)
-		return 0;
-	pthread_mutex_lock(&t->lock);
-	trace_emit(L, t);
-	pthread_mutex_unlock(&t->lock);
+	pause_session(upvalue_session(L), false);
 	return 0;
 }
 
-static int l_trace_stop(lua_State *L)
+static int l_sync(lua_State *L)
 {
-	struct ltrace *t = check_trace(L);
+	struct lsession *s = upvalue_session(L);
 
-	if (!t->tracer)
-		return 0;
-	trace_stop_poller(t);
-	trace_emit(L, t);
-	trace_close(t);
-	luaL_unref(L, LUA_REGISTRYINDEX, t->add_ref);
+	pthread_mutex_lock(&s->lock);
+	emit(L, s);	/* add() only counts: it does not raise */
+	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
 
-static int l_trace_gc(lua_State *L)
+static int l_stop(lua_State *L)
 {
-	trace_close(luaL_checkudata(L, 1, "nupp.profile.bpf.trace"));
+	struct lsession *s = upvalue_session(L);
+
+	stop_poller(s);
+	emit(L, s);
+	session_close(s);
+	luaL_unref(L, LUA_REGISTRYINDEX, s->add_ref);
+	s->add_ref = LUA_NOREF;
 	return 0;
 }
 
-static int l_trace(lua_State *L)
+static int l_gc(lua_State *L)
 {
-	static const luaL_Reg methods[] = {
-		{ "pause", l_trace_pause }, { "resume", l_trace_resume },
-		{ "stop", l_trace_stop }, { "sync", l_trace_sync }, { NULL, NULL },
-	};
-	struct trace_profile prof;
-	struct ltrace *t;
-	bool benign;
+	session_close(luaL_checkudata(L, 1, SESSION_MT));
+	return 0;
+}
+
+/* A new session userdata for this process, its add callback taken from
+ * stack index 2. Raises on failure. */
+static struct lsession *session_new(lua_State *L)
+{
+	struct lsession *s;
 	char err[512];
 
 	luaL_checktype(L, 1, LUA_TTABLE);
 	luaL_checktype(L, 2, LUA_TFUNCTION);
+	s = lua_newuserdata(L, sizeof(*s));
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_init(&s->lock, NULL);
+	s->add_ref = LUA_NOREF;
+	luaL_getmetatable(L, SESSION_MT);
+	lua_setmetatable(L, -2);
+	if (self_target(L, &s->target, err, sizeof(err)))
+		luaL_error(L, "nupp.profile: %s", err);
+	s->zones = zones__new(s->target.pid);
+	if (!s->zones)
+		luaL_error(L, "nupp.profile: out of memory");
+	return s;
+}
+
+/* Start draining, and return {pause, resume, stop, sync} over the session at
+ * the top of the stack. */
+static int session_start(lua_State *L, struct lsession *s)
+{
+	static const luaL_Reg methods[] = {
+		{ "pause", l_pause }, { "resume", l_resume }, { "stop", l_stop },
+		{ "sync", l_sync }, { NULL, NULL },
+	};
+	int ud = lua_gettop(L);
+
+	refresh_zones(s);
+	if (pthread_create(&s->poller, NULL, poll_loop, s)) {
+		session_close(s);
+		return luaL_error(L, "nupp.profile: cannot start the poller thread");
+	}
+	s->running = true;
+	lua_pushvalue(L, 2);
+	s->add_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+	lua_newtable(L);
+	for (const luaL_Reg *m = methods; m->name; m++) {
+		lua_pushvalue(L, ud);
+		lua_pushcclosure(L, m->func, 1);
+		lua_setfield(L, -2, m->name);
+	}
+	lua_pushvalue(L, ud);
+	lua_setfield(L, -2, "_session");	/* keeps the userdata alive with the handle */
+	return 1;
+}
+
+static int opt_int(lua_State *L, int idx, const char *name, int def)
+{
+	int v;
+
+	lua_getfield(L, idx, name);
+	v = lua_isnil(L, -1) ? def : (int)lua_tointeger(L, -1);
+	lua_pop(L, 1);
+	return v;
+}
+
+static int l_sample(lua_State *L)
+{
+	struct sampler_opts o = { .clock = SAMPLER_CLOCK_CPU, .max_stacks = 65536 };
+	struct lsession *s;
+	char err[512];
+
+	luaL_checktype(L, 1, LUA_TTABLE);
+	o.period_us = opt_int(L, 1, "intervalMs", 10) * 1000;
+	o.depth = opt_int(L, 1, "stackDepth", 16);
+	if (o.depth < 1 || o.depth > NUPP_MAX_SHOWN)
+		return luaL_error(L, "nupp.profile: stackDepth must be 1..%d", NUPP_MAX_SHOWN);
+	s = session_new(L);
+	s->sampler = sampler__open(&o, err, sizeof(err));
+	if (!s->sampler || sampler__add_target(s->sampler, &s->target, err, sizeof(err))) {
+		session_close(s);
+		return luaL_error(L, "nupp.profile: %s", err);
+	}
+	return session_start(L, s);
+}
+
+/* {luajitRevision, luajitVersion} of t, as the registry knows it. */
+static void push_recorder(lua_State *L, const struct lj_target *t)
+{
+	struct trace_profile prof;
+
+	tracer__profile(t, 0, &prof);
+	lua_createtable(L, 0, 2);
+	set_string(L, "luajitRevision", prof.luajit_revision);
+	lua_pushnumber(L, (lua_Number)prof.luajit_version);
+	lua_setfield(L, -2, "luajitVersion");
+}
+
+static int l_trace(lua_State *L)
+{
+	struct lsession *s;
+	bool benign;
+	char err[512];
+
+	luaL_checktype(L, 1, LUA_TTABLE);
 	lua_getfield(L, 1, "includeBenign");
 	benign = lua_toboolean(L, -1);
 	lua_pop(L, 1);
-	t = lua_newuserdata(L, sizeof(*t));
-	memset(t, 0, sizeof(*t));
-	pthread_mutex_init(&t->lock, NULL);
-	t->add_ref = LUA_NOREF;
-	luaL_getmetatable(L, "nupp.profile.bpf.trace");
-	lua_setmetatable(L, -2);
-	if (self_target(L, &t->target, err, sizeof(err)))
+	s = session_new(L);
+	s->tracer = tracer__open(&s->target, 1, benign, err, sizeof(err));
+	if (!s->tracer) {
+		session_close(s);
 		return luaL_error(L, "nupp.profile: %s", err);
-	t->tracer = tracer__open(&t->target, 1, benign, err, sizeof(err));
-	if (!t->tracer)
-		return luaL_error(L, "nupp.profile: %s", err);
-	t->zones = zones__new(t->target.pid);
-	if (t->zones && zones__refresh(t->zones))
-		tracer__set_zone_state(t->tracer, t->target.pid, zones__state_addr(t->zones));
-	if (pthread_create(&t->poller, NULL, trace_loop, t)) {
-		trace_close(t);
-		return luaL_error(L, "nupp.profile: cannot start the poller thread");
 	}
-	t->running = true;
-	lua_pushvalue(L, 2);
-	t->add_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-	push_handle(L, methods);
-	/* The recorder as the registry knows it, for TraceProfile. */
-	tracer__profile(&t->target, 0, &prof);
-	lua_createtable(L, 0, 2);
-	lua_pushstring(L, prof.luajit_revision);
-	lua_setfield(L, -2, "luajitRevision");
-	lua_pushnumber(L, (lua_Number)prof.luajit_version);
-	lua_setfield(L, -2, "luajitVersion");
+	session_start(L, s);
+	push_recorder(L, &s->target);
 	lua_setfield(L, -2, "recorder");
 	return 1;
 }
@@ -480,18 +376,12 @@ static int l_trace(lua_State *L)
  * the build registry knows it by content, or nil. Needs no privileges. */
 static int l_recorder(lua_State *L)
 {
-	struct trace_profile prof;
 	struct lj_target t;
 	char err[512];
 
 	if (lj_target__identify(&t, getpid(), err, sizeof(err)))
 		return 0;
-	tracer__profile(&t, 0, &prof);
-	lua_createtable(L, 0, 2);
-	lua_pushstring(L, prof.luajit_revision);
-	lua_setfield(L, -2, "luajitRevision");
-	lua_pushnumber(L, (lua_Number)prof.luajit_version);
-	lua_setfield(L, -2, "luajitVersion");
+	push_recorder(L, &t);
 	return 1;
 }
 
@@ -502,12 +392,8 @@ int luaopen_nupp_profile_bpf(lua_State *L)
 		{ "recorder", l_recorder }, { NULL, NULL },
 	};
 
-	luaL_newmetatable(L, "nupp.profile.bpf.sample");
-	lua_pushcfunction(L, l_sample_gc);
-	lua_setfield(L, -2, "__gc");
-	lua_pop(L, 1);
-	luaL_newmetatable(L, "nupp.profile.bpf.trace");
-	lua_pushcfunction(L, l_trace_gc);
+	luaL_newmetatable(L, SESSION_MT);
+	lua_pushcfunction(L, l_gc);
 	lua_setfield(L, -2, "__gc");
 	lua_pop(L, 1);
 	lua_newtable(L);

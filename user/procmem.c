@@ -2,6 +2,8 @@
 /* procmem.c - reading another process's memory. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/uio.h>
 #include "procmem.h"
 
@@ -24,4 +26,19 @@ static int procmem_read_cb(void *ctx, void *dst, size_t n, __u64 addr)
 struct mem_reader procmem__reader(pid_t *pid)
 {
 	return (struct mem_reader){ procmem_read_cb, pid };
+}
+
+bool procmem__alive(pid_t pid)
+{
+	char path[64], buf[512], *p = NULL;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	if (fgets(buf, sizeof(buf), f))
+		p = strrchr(buf, ')');		/* the command name may hold anything */
+	fclose(f);
+	return p && p[1] == ' ' && p[2] && p[2] != 'Z' && p[2] != 'X';
 }

@@ -3,6 +3,7 @@
 #ifndef NUPP_PROCMEM_H
 #define NUPP_PROCMEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 #include <linux/types.h>
@@ -16,6 +17,9 @@ struct mem_reader {
 
 /* Read n bytes at addr of process pid; 0 or -errno. */
 int procmem__read(pid_t pid, void *dst, size_t n, __u64 addr);
+
+/* Is process pid still running: there, and not a zombie whose memory is gone? */
+bool procmem__alive(pid_t pid);
 
 /* A reader over a live process; ctx points at a pid_t that outlives it. */
 struct mem_reader procmem__reader(pid_t *pid);

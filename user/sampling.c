@@ -292,22 +292,6 @@ void sampler__pause(struct sampler *s, bool paused)
 }
 
 
-/* Is the process still there to read (not gone, not a zombie)? */
-static bool target_alive(pid_t pid)
-{
-	char path[64], state = 0, buf[256], *p;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')))
-		state = p[2];
-	fclose(f);
-	return state && state != 'Z' && state != 'X';
-}
-
 /* Render one kernel key into a row, once. A stack with frames that could not
  * be read because the target is gone is counted as unsymbolized instead. */
 static int symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
@@ -322,7 +306,7 @@ static int symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
 						k->depth - k->truncated, &stack);
 		if (unknown == -ENOMEM)
 			return -1;
-		if (!unknown || target_alive(tg->pid))
+		if (!unknown || procmem__alive(tg->pid))
 			row = profile__add(&s->rows, k->pid, k->tid, k->g,
 					   tg->zones ? zones__path(tg->zones, k->zone) : "",
 					   stack.buf ? stack.buf : "");

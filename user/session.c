@@ -15,6 +15,8 @@
 #include <sys/user.h>
 #include <sys/wait.h>
 #include "flamegraph.h"
+#include "privileges.h"
+#include "procmem.h"
 #include "session.h"
 #include "trace_reasons.h"
 #include "tracer.h"
@@ -61,43 +63,6 @@ static double now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* Loading BPF and reading other processes needs CAP_BPF with CAP_PERFMON,
- * or CAP_SYS_ADMIN (root has all of them). */
-static bool have_privileges(void)
-{
-	char line[256];
-	unsigned long long eff = 0;
-	FILE *f = fopen("/proc/self/status", "re");
-
-	if (!f)
-		return geteuid() == 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "CapEff: %llx", &eff) == 1)
-			break;
-	fclose(f);
-	return (eff >> 21 & 1) || ((eff >> 39 & 1) && (eff >> 38 & 1));
-}
-
-/* Is pid still running (not gone, not a zombie)? */
-static bool proc_alive(pid_t pid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
 }
 
 struct run {
@@ -419,7 +384,7 @@ static int check_targets(struct run *r, unsigned tick)
 	for (int i = 0; i < r->npids; i++) {
 		if (r->exited[i])
 			continue;
-		if (!proc_alive(r->pids[i]) || (r->child == r->pids[i] && r->child_reaped)) {
+		if (!procmem__alive(r->pids[i]) || (r->child == r->pids[i] && r->child_reaped)) {
 			r->exited[i] = true;
 			continue;
 		}
@@ -700,10 +665,11 @@ int session__run(const struct session_opts *o)
 {
 	struct run r = { .o = o, .release_fd = -1 };
 	struct sigaction sa = { .sa_handler = on_stop_signal };
+	const char *why;
 	int ret = 1;
 
-	if (!have_privileges()) {
-		error_line("loading BPF programs needs root (or CAP_BPF and CAP_PERFMON)");
+	if (!privileges__bpf(&why)) {
+		error_line("%s", why);
 		return 1;
 	}
 	memcpy(r.pids, o->pids, sizeof(o->pids));
