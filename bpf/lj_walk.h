@@ -23,40 +23,40 @@
 #define LJ_HDR		64	/* bytes of a GCfunc header read at once */
 #define LJ_GCT_FUNC	8	/* ~LJ_TFUNC: the gct byte of a GCfunc */
 
+/* The walk's state: plain numbers. The BPF sampler keeps it in map memory,
+ * where the verifier does not track values, so that bpf_loop's callback is
+ * verified in one pass instead of once per distinct state. */
 struct lj_walk {
-	const struct lj_layout *lj;
 	__u64 L;		/* lua_State * whose stack is walked */
 	__u64 f;		/* current frame's link slot */
 	__u64 bot;		/* tvref(L->stack) + LJ_FR2: the walk ends here */
 	__u64 pc;		/* current pc of the frame at f, 0 unknown */
+	__u64 chunk_lo;		/* target address of the stack window, 0 when empty */
 	__u32 depth;		/* frames emitted */
 	__u32 max;		/* at most this many frames */
 	__u32 truncated;	/* stopped at max with frames left */
 	__s32 err;		/* enum nupp_err + 1, 0 when fine */
-	struct nupp_frame *frames;
-	__u8 *chunk;		/* LJ_CHUNK + 16 bytes: a window of the Lua stack */
-	__u64 chunk_lo;		/* its address in the target, 0 when empty */
-	__u8 *hdr;		/* LJ_HDR + 8 bytes: a GCfunc header */
 };
 
-/* The u64 at byte off of buf (size bytes), 0 when it does not fit. */
-static __always_inline __u64 lj_u64_at(const __u8 *buf, __u32 off, __u32 size)
-{
-	if (off > size - 8)
-		return 0;
-	return *(const __u64 *)(buf + off);
-}
+/* What the walk reads and writes through: pointers, which the verifier must
+ * see as such (it would not, loaded back from map memory). */
+struct lj_walk_env {
+	const struct lj_layout *lj;
+	struct nupp_frame *frames;	/* NUPP_MAX_DEPTH frames */
+	__u8 *chunk;			/* LJ_CHUNK + 16 bytes: a window of the Lua stack */
+	__u8 *hdr;			/* LJ_HDR + 8 bytes: a GCfunc header */
+};
 
-static __always_inline __u8 lj_u8_at(const __u8 *buf, __u32 off, __u32 size)
-{
-	if (off > size - 1)
-		return 0;
-	return buf[off];
-}
+/* The u64 at byte off of buf, a power-of-two size plus 8 bytes of slack.
+ * Masking rather than testing keeps the verifier's paths few (fields are
+ * 8-byte aligned; userspace checks that the offsets fit). */
+#define lj_u64_at(buf, off, size)	(*(const __u64 *)((buf) + ((off) & ((size) - 8))))
+#define lj_u8_at(buf, off, size)	((buf)[(off) & ((size) - 1)])
 
 /* The frame's func and link slots (f - 8 and f), through the stack window:
  * refilled so that it ends just above f, and not below the stack's start. */
-static __always_inline int lj_walk_slots(struct lj_walk *w, __u64 *fn, __u64 *link)
+static __always_inline int lj_walk_slots(struct lj_walk *w, const struct lj_walk_env *e,
+					 __u64 *fn, __u64 *link)
 {
 	__u64 off = w->f - 8 - w->chunk_lo;
 
@@ -65,7 +65,7 @@ static __always_inline int lj_walk_slots(struct lj_walk *w, __u64 *fn, __u64 *li
 
 		if (w->f + 16 < LJ_CHUNK || lo < w->bot - 8)
 			lo = w->bot - 8;
-		if (LJ_READ(w->chunk, LJ_CHUNK, lo)) {
+		if (LJ_READ(e->chunk, LJ_CHUNK, lo)) {
 			/* The window ran off mapped memory (a small stack at
 			 * the end of a mapping): read just these two slots. */
 			w->chunk_lo = 0;
@@ -76,35 +76,34 @@ static __always_inline int lj_walk_slots(struct lj_walk *w, __u64 *fn, __u64 *li
 		w->chunk_lo = lo;
 		off = w->f - 8 - lo;
 	}
-	if (off > LJ_CHUNK - 16)
-		return -1;
-	*fn = lj_u64_at(w->chunk, (__u32)off, LJ_CHUNK);
-	*link = lj_u64_at(w->chunk, (__u32)off + 8, LJ_CHUNK);
+	*fn = lj_u64_at(e->chunk, (__u32)off, LJ_CHUNK);
+	*link = lj_u64_at(e->chunk, (__u32)off + 8, LJ_CHUNK);
 	return 0;
 }
 
 /* The stable identity of GCfunc fn (struct nupp_frame.fn); 0 when it cannot
  * be read or is not a function (w->err says which). */
-static __always_inline __u64 lj_walk_fn_id(struct lj_walk *w, __u64 fn)
+static __always_inline __u64 lj_walk_fn_id(struct lj_walk *w, const struct lj_walk_env *e,
+					   __u64 fn)
 {
-	const struct lj_layout *lj = w->lj;
+	const struct lj_layout *lj = e->lj;
 	__u64 v;
 	__u8 ffid;
 
-	if (LJ_READ(w->hdr, LJ_HDR, fn)) {
+	if (LJ_READ(e->hdr, LJ_HDR, fn)) {
 		w->err = NUPP_ERR_READ + 1;
 		return 0;
 	}
 	/* A frame slot that does not hold a function: a stack being torn
 	 * down (lua_close) or a wrong start frame. Stop rather than guess. */
-	if (lj_u8_at(w->hdr, lj->gc_gct, LJ_HDR) != LJ_GCT_FUNC) {
+	if (lj_u8_at(e->hdr, lj->gc_gct, LJ_HDR) != LJ_GCT_FUNC) {
 		w->err = NUPP_ERR_BAD_FRAME + 1;
 		return 0;
 	}
-	ffid = lj_u8_at(w->hdr, lj->fn_ffid, LJ_HDR);
+	ffid = lj_u8_at(e->hdr, lj->fn_ffid, LJ_HDR);
 	if (ffid > 1)
 		return NUPP_FN(NUPP_FN_FF, ffid);
-	v = lj_u64_at(w->hdr, ffid ? lj->fn_f : lj->fn_pc, LJ_HDR);
+	v = lj_u64_at(e->hdr, ffid ? lj->fn_f : lj->fn_pc, LJ_HDR);
 	if (!v) {
 		w->err = NUPP_ERR_BAD_FRAME + 1;
 		return 0;
@@ -114,7 +113,7 @@ static __always_inline __u64 lj_walk_fn_id(struct lj_walk *w, __u64 fn)
 }
 
 /* Emit the frame at w->f and move to the one below it. 0: go on, 1: stop. */
-static __always_inline int lj_walk_step(struct lj_walk *w)
+static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_env *e)
 {
 	__u64 link, fn, delta;
 	__u32 ins;
@@ -125,7 +124,7 @@ static __always_inline int lj_walk_step(struct lj_walk *w)
 		w->truncated = 1;
 		return 1;
 	}
-	if (lj_walk_slots(w, &fn, &link)) {
+	if (lj_walk_slots(w, e, &fn, &link)) {
 		w->err = NUPP_ERR_READ + 1;
 		return 1;
 	}
@@ -142,8 +141,8 @@ static __always_inline int lj_walk_step(struct lj_walk *w)
 		__u32 call = (link & LJ_FRAME_TYPE) == LJ_FRAME_LUA ? NUPP_CALL_LUA :
 			     (link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT ? NUPP_CALL_CONT :
 			     NUPP_CALL_OTHER;
-		struct nupp_frame *fr = &w->frames[w->depth & (NUPP_MAX_DEPTH - 1)];
-		__u64 id = lj_walk_fn_id(w, fn);
+		struct nupp_frame *fr = &e->frames[w->depth & (NUPP_MAX_DEPTH - 1)];
+		__u64 id = lj_walk_fn_id(w, e, fn);
 
 		if (!id)
 			return 1;
@@ -166,7 +165,7 @@ static __always_inline int lj_walk_step(struct lj_walk *w)
 
 			/* frame_contpc(), from the window when it holds it. */
 			if (w->chunk_lo && w->f - 16 >= w->chunk_lo && off <= LJ_CHUNK - 8)
-				w->pc = lj_u64_at(w->chunk, (__u32)off, LJ_CHUNK);
+				w->pc = lj_u64_at(e->chunk, (__u32)off, LJ_CHUNK);
 			else if (LJ_READ(&w->pc, 8, w->f - 16)) {
 				w->err = NUPP_ERR_READ + 1;
 				return 1;

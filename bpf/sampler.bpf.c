@@ -12,7 +12,6 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
 
 static __always_inline int lj_read(void *dst, __u32 size, __u64 addr)
 {
@@ -53,6 +52,7 @@ struct sampler_scratch {
 	__u8 hdr[LJ_HDR + 8];		/* a GCfunc header */
 	__u8 gblk[NUPP_BLK + 8];	/* global_State fields */
 	__u8 Lblk[NUPP_BLK + 8];	/* lua_State fields */
+	struct lj_walk walk;		/* the walk's state (see lj_walk.h) */
 };
 
 struct {
@@ -127,17 +127,26 @@ static __always_inline enum nupp_state state_of(__s32 vmstate)
 	}
 }
 
+/* bpf_loop's context must be on the stack: the walk's state in map memory,
+ * and its buffers. */
+struct walk_ctx {
+	struct lj_walk *w;
+	struct lj_walk_env env;
+};
+
 static long walk_cb(__u64 i, void *ctx)
 {
-	return lj_walk_step(ctx);
+	struct walk_ctx *c = ctx;
+
+	return lj_walk_step(c->w, &c->env);
 }
 
 /* Zero frame w->depth + i: what the previous sample on this CPU left beyond
  * this stack must not become part of its key. */
 static long clear_cb(__u64 i, void *ctx)
 {
-	struct lj_walk *w = ctx;
-	struct nupp_frame *fr = &w->frames[(w->depth + i) & (NUPP_MAX_DEPTH - 1)];
+	struct walk_ctx *c = ctx;
+	struct nupp_frame *fr = &c->env.frames[(c->w->depth + i) & (NUPP_MAX_DEPTH - 1)];
 
 	fr->fn = 0;
 	fr->pc = 0;
@@ -194,7 +203,8 @@ static __always_inline int sample(struct pt_regs *regs)
 	struct sampler_scratch *sc;
 	struct nupp_stack_key *key;
 	struct nupp_proc *p;
-	struct lj_walk w = {};
+	struct walk_ctx wc;
+	struct lj_walk *w;
 	__s32 vmstate;
 	int err;
 
@@ -222,33 +232,35 @@ static __always_inline int sample(struct pt_regs *regs)
 		return unresolved(NUPP_ERR_NO_THREAD);
 
 	key = &sc->key;
-	w.lj = &p->lj;
-	w.L = L;
-	w.bot = lj_u64_at(sc->Lblk, p->lj.L_stack - p->L_blk, NUPP_BLK) + 8;
+	w = &sc->walk;
+	__builtin_memset(w, 0, sizeof(*w));
+	w->L = L;
+	w->bot = lj_u64_at(sc->Lblk, p->lj.L_stack - p->L_blk, NUPP_BLK) + 8;
 	/* One frame more than shown: the caller names the outermost one. */
-	w.max = (max_depth < NUPP_MAX_SHOWN ? max_depth : NUPP_MAX_SHOWN) + 1;
-	w.frames = key->frames;
-	w.chunk = sc->chunk;
-	w.hdr = sc->hdr;
-	err = walk_start(p, regs, g, vmstate, sc->gblk, sc->Lblk, &w);
+	w->max = (max_depth < NUPP_MAX_SHOWN ? max_depth : NUPP_MAX_SHOWN) + 1;
+	wc.w = w;
+	wc.env = (struct lj_walk_env){
+		.lj = &p->lj, .frames = key->frames, .chunk = sc->chunk, .hdr = sc->hdr,
+	};
+	err = walk_start(p, regs, g, vmstate, sc->gblk, sc->Lblk, w);
 	if (err)
 		return unresolved(err - 1);
-	if (w.f > lj_u64_at(sc->Lblk, p->lj.L_maxstack - p->L_blk, NUPP_BLK))
+	if (w->f > lj_u64_at(sc->Lblk, p->lj.L_maxstack - p->L_blk, NUPP_BLK))
 		return unresolved(NUPP_ERR_BAD_BASE);
-	bpf_loop(NUPP_MAX_DEPTH, walk_cb, &w, 0);
-	if (w.err)
-		return unresolved(w.err - 1);
-	if (!w.depth)
+	bpf_loop(NUPP_MAX_DEPTH, walk_cb, &wc, 0);
+	if (w->err)
+		return unresolved(w->err - 1);
+	if (!w->depth)
 		return unresolved(NUPP_ERR_NO_FRAME);
-	bpf_loop(w.max - w.depth, clear_cb, &w, 0);
+	bpf_loop(w->max - w->depth, clear_cb, &wc, 0);
 	key->pid = pid;
 	key->tid = tid;
 	key->g = g;
 	key->zone = 0;
 	if (p->zone_cur)
 		lj_read(&key->zone, 4, p->zone_cur);
-	key->depth = w.depth;
-	key->truncated = w.depth == w.max;	/* more frames than --depth */
+	key->depth = w->depth;
+	key->truncated = w->depth == w->max;	/* more frames than --depth */
 
 	c = bpf_map_lookup_elem(&counts, key);
 	if (!c) {

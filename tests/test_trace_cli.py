@@ -8,8 +8,9 @@ program's entry point), the CSV is what the spec's AbortSite rows are, and the
 default job writes all three outputs.
 """
 import csv
-import subprocess
 import io
+import os
+import subprocess
 
 import pytest
 
@@ -74,3 +75,23 @@ def test_trace_csv_to_stdout_round_trips(privileged):
     text = p.stdout.replace("45000150000\n", "", 1)
     rows = list(csv.reader(io.StringIO(text, newline="")))
     assert rows == [HEADER] + FNEW_SITES
+
+
+def test_trace_zone_path_from_outside(privileged, tmp_path):
+    """Aborts carry the zone path the script had open, read from outside."""
+    out = tmp_path / "z.csv"
+    env = dict(os.environ, LUA_PATH=f"{ROOT}/build/lua/?.lua;;", LUA_CPATH=f"{ROOT}/build/lua/?.so;;")
+    p = subprocess.run([str(NUPP), "trace", "-o", str(out), "--", "/usr/bin/luajit",
+                        str(ROOT / "tests" / "workloads" / "zoneaborts.lua")],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "gate true\n45000150000\n", "the gate opened, and the output is the program's"
+    rows = read_csv(out)
+    src = (ROOT / "tests" / "workloads" / "zoneaborts.lua").read_text().splitlines()
+    loc = "zoneaborts.lua:%d" % (1 + next(i for i, l in enumerate(src) if "function() return i" in l))
+    assert rows[1:] == [
+        ["blacklist", "1", "NYI: bytecode FNEW", "trace.nyi-bytecode.FNEW", "blocker",
+         "NYI: bytecode 51", loc, "frame/render"],
+        ["warn", "10", "NYI: bytecode FNEW", "trace.nyi-bytecode.FNEW", "blocker",
+         "NYI: bytecode 51", loc, "frame/render"],
+    ], p.stderr

@@ -24,7 +24,6 @@
 
 #define TICK_MS		10	/* trace events are drained this often */
 #define POLL_TICKS	10	/* symbolize new stacks every 100 ms */
-#define ZONE_TICKS	100	/* look for a newly loaded zone module every second */
 
 static volatile sig_atomic_t stop_signal;
 
@@ -396,7 +395,10 @@ static int check_targets(struct run *r, unsigned tick)
 			if (a > 0)
 				open_tracer(r);
 		}
-		if (r->attached[i] && tick % ZONE_TICKS == 0)
+		/* A zone module loaded since: until its gate opens, its zones
+		 * are not recorded, so look at every poll (only new files are
+		 * read). */
+		if (r->attached[i])
 			refresh_zones(r, i);
 		if (r->attached[i])
 			scan_vms(r, i, tick);

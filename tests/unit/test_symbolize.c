@@ -87,17 +87,14 @@ static int walk(lua_State *L, struct nupp_frame *frames)
 	const struct lj_layout *lj = &T.b->layout;
 	__u64 l = (__u64)(unsigned long)L;
 	struct lj_walk w = {
-		.chunk = chunk,
-		.hdr = hdr,
-		.lj = lj,
 		.L = l,
 		.f = rd64(l + lj->L_base) - 8,
 		.bot = rd64(l + lj->L_stack) + 8,
 		.max = NUPP_MAX_DEPTH,
-		.frames = frames,
 	};
+	const struct lj_walk_env env = { .lj = lj, .frames = frames, .chunk = chunk, .hdr = hdr };
 
-	while (!lj_walk_step(&w))
+	while (!lj_walk_step(&w, &env))
 		;
 	if (w.err || w.truncated)
 		fprintf(stderr, "    walk: err %d truncated %u\n", w.err, w.truncated);
