@@ -35,9 +35,8 @@ $(ZONE_SO): user/zone_state.c user/zone_state.h
 	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) -fPIC -shared -Iuser -I$(SDT_INC) \
 		$< -o $@ -lpthread
 
-# The tests find the modules in the build tree; the fallback reason catalog
-# under tests/lua/fallback is searched last, after any generated one.
-LUA_TEST_ENV = LUA_PATH='$(CURDIR)/$(LUA_DIR)/?.lua;$(CURDIR)/tests/lua/fallback/?.lua;;' \
+# The tests find the modules (and the generated reason catalog) in the build tree.
+LUA_TEST_ENV = LUA_PATH='$(CURDIR)/$(LUA_DIR)/?.lua;;' \
 	LUA_CPATH='$(CURDIR)/$(LUA_DIR)/?.so;;' LUAJIT=$(LUAJIT)
 
 

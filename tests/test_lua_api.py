@@ -48,7 +48,6 @@ def lua_env(extra=None):
     env = dict(os.environ)
     env["LUA_PATH"] = ";".join([
         BUILD_LUA + "/?.lua",
-        os.path.join(TOP, "tests", "lua", "fallback", "?.lua"),
         os.path.join(TOP, "tests", "lua", "?.lua")]) + ";;"
     env["LUA_CPATH"] = BUILD_LUA + "/?.so;;"
     env["NUPP_BACKEND"] = BACKEND
@@ -816,13 +815,13 @@ def test_make_install_layout(tmp_path):
     lmod = dest / "usr/local/share/lua/5.1"
     cmod = dest / "usr/local/lib/lua/5.1"
     for f in ("nupp/profile.lua", "nupp/profile/zone.lua", "nupp/profile/trace.lua",
-              "nupp/profile/inprocess.lua", "nupp/profile.d.tl"):
+              "nupp/profile/inprocess.lua", "nupp/profile/reasons.lua", "nupp/profile.d.tl"):
         assert (lmod / f).is_file(), f
-    assert (cmod / "nupp/profile/zone_state.so").is_file()
+    for f in ("nupp/profile/zone_state.so", "nupp/profile/bpf.so"):
+        assert (cmod / f).is_file(), f
     # /usr/local/{share,lib}/lua/5.1 are on luajit's default paths; run from
     # the staged copy by substituting the prefix.
-    env = lua_env({"LUA_PATH": "%s/?.lua;%s/?.lua;%s/?.lua;;" % (
-        lmod, os.path.join(TOP, "tests/lua/fallback"), os.path.join(TOP, "tests/lua")),
+    env = lua_env({"LUA_PATH": "%s/?.lua;%s/?.lua;;" % (lmod, os.path.join(TOP, "tests/lua")),
         "LUA_CPATH": "%s/?.so;;" % cmod})
     p = subprocess.run([LUAJIT, "-e", "local z = require('nupp.profile.zone') "
                         "print(z.library, require('nupp.profile').sample():stop().samples)"],
