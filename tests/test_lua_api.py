@@ -553,20 +553,24 @@ def test_trace_benign_left_out_by_default(tmp_path):
     src = PRELUDE + """
         local benign = %s
         local s = profile.trace({includeBenign = benign})
-        local t = 0
-        for k = 1, 300 do
-          for j = 1, 4 do t = t + j end
+        -- A short recursion called from a hot loop: the side trace following
+        -- it back into the loop reaches the loop unroll limit, every run.
+        local function r(n)
+          if n == 0 then return 0 end
+          return 1 + r(n - 1)
         end
+        local t = 0
+        for _ = 1, 200 do t = t + r(3) end
         T.emit(rep(s:stop()))
     """
     off = run_lua(tmp_path, src % "nil")
     on = run_lua(tmp_path, src % "true")
     assert not off["sites"] and off["totalAborts"] == 0
     assert on["totalAborts"] >= 1
-    leave = [s for s in on["sites"] if s["reason"] == "leaving loop in root trace"]
-    assert leave and leave[0]["severity"] == "info"
-    assert leave[0]["reasonClass"] == "stop"
-    assert leave[0]["location"] == "prog.lua:%d" % line_of(src, "for k = 1, 300")
+    unroll = [s for s in on["sites"] if s["reason"] == "loop unroll limit reached"]
+    assert unroll and all(s["severity"] == "info" and s["reasonClass"] == "stop" for s in unroll)
+    assert unroll[0]["reasonId"] == "trace.loop-unroll"
+    assert {s["location"] for s in unroll} == {"prog.lua:%d" % line_of(src, "for _ = 1, 200")}
     assert on["totalAborts"] == sum(s["count"] for s in on["sites"])
 
 
