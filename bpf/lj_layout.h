@@ -88,6 +88,7 @@ struct lj_layout {
 	/* GCtrace */
 	__u32 T_startpt;	/* GCRef startpt */
 	__u32 T_startpc;	/* MRef startpc: points at the loop instruction */
+	__u32 T_root;		/* TraceNo1 root: 0 for a root trace */
 };
 
 #endif /* NUPP_LJ_LAYOUT_H */

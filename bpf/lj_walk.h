@@ -9,10 +9,12 @@
  * their link slot f = base - 1; dummy frames (func == L) and vararg
  * pseudo-frames are skipped, as dumpstack skips them.
  *
- * Reads are what a sample costs, so they are batched: the Lua stack is read
- * LJ_CHUNK bytes at a time (one read covers many frames), and a function's
- * header in one read. Per frame that leaves the header and, for a frame
- * called from Lua, the caller's CALL instruction.
+ * Reads are what a sample costs (each bpf_probe_read_user is ~0.1 us on a
+ * VM, whatever its size), so there are few of them: the Lua stack is read
+ * LJ_CHUNK bytes at a time (one read covers many frames), and what a frame
+ * needs beyond the stack - its function's header and, for a frame called from
+ * Lua, the caller's CALL instruction - is looked up first in a cache of call
+ * sites (struct lj_site), which turns a walk of known code into no reads.
  */
 #ifndef NUPP_LJ_WALK_H
 #define NUPP_LJ_WALK_H
@@ -20,8 +22,65 @@
 #include "sampler.h"
 
 #define LJ_CHUNK	1024	/* bytes of Lua stack read at once; a power of two */
-#define LJ_HDR		64	/* bytes of a GCfunc header read at once */
 #define LJ_GCT_FUNC	8	/* ~LJ_TFUNC: the gct byte of a GCfunc */
+#define LJ_ITYPE_FUNC	0x1fff7	/* LJ_TFUNC: a GC64 TValue's top 17 bits for a function */
+#define LJ_SITE_BITS	8
+#define LJ_SITE_SETS	(1 << LJ_SITE_BITS)	/* sets of the call-site cache, */
+#define LJ_SITE_WAYS	2			/* of this many entries each */
+
+/* What a walk learnt of a place in code, kept for the next samples:
+ *  - a call site, by its return address (a Lua frame's link): the prototype
+ *    whose bytecode holds it, and operand A of the CALL before it (where the
+ *    caller's frame lies);
+ *  - a trace, by its GCtrace address: the prototype of the frame it runs in
+ *    (0 for a side trace, which may start in an inlined callee) and its
+ *    start pc.
+ * Neither changes while the prototype or trace lives, so an entry holds until
+ * one of the process's prototypes or traces is freed and its memory may be
+ * reused: the sampler bumps the process's epoch then (uprobes on
+ * lj_func_freeproto and lj_trace_free), which retires every entry at once.
+ * The cache is per CPU and set-associative by address, the newest entry of a
+ * set first; an epoch is unique to one process and attachment, so entries
+ * need no pid. */
+struct lj_site {
+	__u64 addr;		/* return pc or GCtrace *; 0 empty */
+	__u64 epoch;		/* the process's epoch when filled */
+	__u64 proto;		/* GCproto of the frame; 0 unknown */
+	__u64 val;		/* operand A of the CALL, or the trace's start pc */
+};
+
+struct lj_site_set {
+	struct lj_site way[LJ_SITE_WAYS];
+};
+
+static __always_inline __u32 lj_site_set_of(__u64 addr)
+{
+	return ((__u32)(addr >> 2) * 0x9e3779b1u) >> (32 - LJ_SITE_BITS);
+}
+
+/* The entry for addr valid at epoch, or NULL. */
+static __always_inline const struct lj_site *lj_site_find(struct lj_site_set *sets, __u64 addr,
+							 __u64 epoch)
+{
+	struct lj_site_set *set = &sets[lj_site_set_of(addr)];
+
+	if (set->way[0].addr == addr && set->way[0].epoch == epoch)
+		return &set->way[0];
+	if (set->way[1].addr == addr && set->way[1].epoch == epoch)
+		return &set->way[1];
+	return 0;
+}
+
+/* Cache what was learnt of addr, the oldest entry of its set making room. */
+static __always_inline void lj_site_put(struct lj_site_set *sets, __u64 addr, __u64 epoch,
+					__u64 proto, __u64 val)
+{
+	struct lj_site_set *set = &sets[lj_site_set_of(addr)];
+
+	if (set->way[0].epoch == epoch)
+		set->way[1] = set->way[0];
+	set->way[0] = (struct lj_site){ .addr = addr, .epoch = epoch, .proto = proto, .val = val };
+}
 
 /* The walk's state: plain numbers. The BPF sampler keeps it in map memory,
  * where the verifier does not track values, so that bpf_loop's callback is
@@ -36,6 +95,11 @@ struct lj_walk {
 	__u32 max;		/* at most this many frames */
 	__u32 truncated;	/* stopped at max with frames left */
 	__s32 err;		/* enum nupp_err + 1, 0 when fine */
+	__u64 epoch;		/* the process's site epoch; 0: no cache */
+	__u64 next_id;		/* the next frame's identity, when known already; 0 unknown */
+	__u64 fill_pc;		/* a site read but not yet cached: its pc, */
+	__u64 fill_a;		/* and its CALL's operand A; the proto comes with the next frame */
+	__u64 hash;		/* of the frames emitted (lj_walk_hash) */
 };
 
 /* What the walk reads and writes through: pointers, which the verifier must
@@ -45,6 +109,7 @@ struct lj_walk_env {
 	struct nupp_frame *frames;	/* NUPP_MAX_DEPTH frames */
 	__u8 *chunk;			/* LJ_CHUNK + 16 bytes: a window of the Lua stack */
 	__u8 *hdr;			/* LJ_HDR + 8 bytes: a GCfunc header */
+	struct lj_site_set *sites;	/* LJ_SITE_SETS sets */
 };
 
 /* The u64 at byte off of buf, a power-of-two size plus 8 bytes of slack.
@@ -81,6 +146,19 @@ static __always_inline int lj_walk_slots(struct lj_walk *w, const struct lj_walk
 	return 0;
 }
 
+/* One step of a 64-bit hash of frames: a strong bijective mix per word
+ * (constants of the "moremur" mixer), so structured stacks spread too. */
+static __always_inline __u64 lj_walk_hash(__u64 h, __u64 x)
+{
+	h ^= x;
+	h ^= h >> 27;
+	h *= 0x3c79ac492ba7b653ULL;
+	h ^= h >> 33;
+	h *= 0x1c69b3f74ac4ae35ULL;
+	h ^= h >> 27;
+	return h;
+}
+
 /* The stable identity of GCfunc fn (struct nupp_frame.fn); 0 when it cannot
  * be read or is not a function (w->err says which). */
 static __always_inline __u64 lj_walk_fn_id(struct lj_walk *w, const struct lj_walk_env *e,
@@ -115,7 +193,8 @@ static __always_inline __u64 lj_walk_fn_id(struct lj_walk *w, const struct lj_wa
 /* Emit the frame at w->f and move to the one below it. 0: go on, 1: stop. */
 static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_env *e)
 {
-	__u64 link, fn, delta;
+	__u64 link, fn, delta, a;
+	int tagged_fn;
 	__u32 ins;
 
 	if (w->f <= w->bot)
@@ -128,6 +207,7 @@ static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_
 		w->err = NUPP_ERR_READ + 1;
 		return 1;
 	}
+	tagged_fn = (fn >> 47) == LJ_ITYPE_FUNC;
 	fn &= LJ_GCVMASK;			/* frame_gc() */
 	delta = link & ~(__u64)LJ_FRAME_TYPEP;	/* frame_delta() in bytes */
 
@@ -142,23 +222,44 @@ static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_
 			     (link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT ? NUPP_CALL_CONT :
 			     NUPP_CALL_OTHER;
 		struct nupp_frame *fr = &e->frames[w->depth & (NUPP_MAX_DEPTH - 1)];
-		__u64 id = lj_walk_fn_id(w, e, fn);
+		__u64 id = w->next_id;
 
-		if (!id)
-			return 1;
+		/* A cached identity needs the slot to hold a function still. */
+		if (!id || !tagged_fn) {
+			id = lj_walk_fn_id(w, e, fn);
+			if (!id)
+				return 1;
+			if (w->fill_pc && w->fill_pc == w->pc && NUPP_FN_KIND(id) == NUPP_FN_LUA)
+				lj_site_put(e->sites, w->pc, w->epoch, NUPP_FN_VALUE(id), w->fill_a);
+		}
 		fr->fn = id;
 		fr->pc = w->pc | call;
+		w->hash = lj_walk_hash(lj_walk_hash(w->hash, fr->fn), fr->pc);
 		w->depth++;
 	}
+	w->next_id = 0;
+	w->fill_pc = 0;
 	if ((link & LJ_FRAME_TYPE) == LJ_FRAME_LUA) {
 		/* frame_prevl(): the caller's CALL instruction holds the base
 		 * register A; the callee's frame sits 2 + A slots above. */
-		if (LJ_READ(&ins, 4, link - 4)) {
-			w->err = NUPP_ERR_READ + 1;
-			return 1;
+		const struct lj_site *st = w->epoch ? lj_site_find(e->sites, link, w->epoch) : 0;
+
+		if (st) {
+			a = st->val;
+			w->next_id = NUPP_FN(NUPP_FN_LUA, st->proto);
+		} else {
+			if (LJ_READ(&ins, 4, link - 4)) {
+				w->err = NUPP_ERR_READ + 1;
+				return 1;
+			}
+			a = (ins >> 8) & 0xff;
+			if (w->epoch) {
+				w->fill_pc = link;
+				w->fill_a = a;
+			}
 		}
 		w->pc = link;
-		w->f -= 8 * (2 + ((ins >> 8) & 0xff));
+		w->f -= 8 * (2 + a);
 	} else {
 		if ((link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT) {
 			__u64 off = w->f - 16 - w->chunk_lo;

@@ -24,10 +24,15 @@ const volatile __u32 max_depth = 16;	/* --depth, at most NUPP_MAX_SHOWN */
 const volatile __u64 tick_fn;		/* address of the scheduler tick's hrtimer handler */
 volatile __u32 paused;			/* set by userspace: count, don't record */
 
+/* Target processes by slot: tgid in target_tgid[slot] (0 ends the list),
+ * layout in procs[slot]. A scan of one cache line costs less than a hash
+ * lookup on the cold caches a timer interrupt finds. */
+__u32 target_tgid[NUPP_MAX_TARGETS];
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
-	__type(key, __u32);			/* tgid */
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NUPP_MAX_TARGETS);
+	__type(key, __u32);			/* slot */
 	__type(value, struct nupp_proc);
 } procs SEC(".maps");
 
@@ -41,18 +46,27 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);		/* userspace may resize */
-	__uint(key_size, sizeof(struct nupp_stack_key));	/* trimmed to --depth by userspace */
-	__uint(value_size, sizeof(struct nupp_stack_counts));
+	__type(key, struct nupp_stack_key);
+	__type(value, struct nupp_stack_counts);
 } counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);		/* userspace sizes it as counts */
+	__uint(key_size, sizeof(__u64));	/* nupp_stack_key.stack */
+	__uint(value_size, sizeof(struct nupp_frame) * NUPP_MAX_DEPTH);	/* --depth + 1 frames */
+} stacks SEC(".maps");
 
 /* Per-CPU scratch: too big for the 512-byte BPF stack. */
 struct sampler_scratch {
-	struct nupp_stack_key key;	/* first: it is the counts map's key */
+	struct nupp_stack_key key;
+	struct nupp_frame frames[NUPP_MAX_DEPTH];	/* the stack, innermost first */
 	__u8 chunk[LJ_CHUNK + 16];	/* a window of the Lua stack */
 	__u8 hdr[LJ_HDR + 8];		/* a GCfunc header */
-	__u8 gblk[NUPP_BLK + 8];	/* global_State fields */
-	__u8 Lblk[NUPP_BLK + 8];	/* lua_State fields */
+	__u8 ggblk[NUPP_GG_BLK + 8];	/* main lua_State, global_State, jit_State fields */
+	__u8 Lblk[NUPP_BLK + 8];	/* a coroutine's lua_State fields */
 	struct lj_walk walk;		/* the walk's state (see lj_walk.h) */
+	struct lj_site_set sites[LJ_SITE_SETS];	/* this CPU's call-site cache */
 };
 
 struct {
@@ -105,6 +119,8 @@ static __always_inline __u64 find_vm(const struct nupp_proc *p, __u64 r14, __u32
 {
 	__u64 g = r14 + (__s64)p->lj.disp2g, *last;
 
+	if (g == p->g)		/* the process's only VM, validated at attach */
+		return g;
 	last = bpf_map_lookup_elem(&thread_vm, &tid);
 	if (last && *last == g)
 		return g;
@@ -141,48 +157,76 @@ static long walk_cb(__u64 i, void *ctx)
 	return lj_walk_step(c->w, &c->env);
 }
 
-/* Zero frame w->depth + i: what the previous sample on this CPU left beyond
- * this stack must not become part of its key. */
-static long clear_cb(__u64 i, void *ctx)
+/* The configuration of target process pid, NULL for any other process. */
+static __always_inline struct nupp_proc *proc_of(__u32 pid)
 {
-	struct walk_ctx *c = ctx;
-	struct nupp_frame *fr = &c->env.frames[(c->w->depth + i) & (NUPP_MAX_DEPTH - 1)];
-
-	fr->fn = 0;
-	fr->pc = 0;
-	return 0;
+	for (__u32 i = 0; i < NUPP_MAX_TARGETS; i++) {
+		if (!target_tgid[i])
+			break;
+		if (target_tgid[i] == pid)
+			return bpf_map_lookup_elem(&procs, &i);
+	}
+	return NULL;
 }
+
+/* A field of the GG_State block: at offset off of GG_State. */
+#define GG_FIELD(p, ggblk, off)	lj_u64_at(ggblk, (off) - (p)->gg_blk, NUPP_GG_BLK)
+/* A field of the running lua_State: from Lblk at offset off - Lfirst. */
+#define L_FIELD(Lblk, Lfirst, off)	lj_u64_at(Lblk, (off) - (Lfirst), NUPP_GG_BLK)
 
 /* Where the walk starts (frame link slot and top pc) in each VM state
  * (luajit-internals.md §5): L->base is stale while bytecode or a trace runs.
- * Lblk holds the lua_State's fields, gblk the global_State's. */
-static __always_inline int walk_start(const struct nupp_proc *p, struct pt_regs *regs, __u64 g,
-				      __s32 vmstate, const __u8 *gblk, const __u8 *Lblk,
+ * ggblk holds the GG_State's fields; the running lua_State's lie in Lblk
+ * from its offset Lfirst on (the main one's are in ggblk too). */
+static __always_inline int walk_start(const struct nupp_proc *p, struct pt_regs *regs,
+				      __s32 vmstate, const __u8 *ggblk, const __u8 *Lblk,
+				      __u32 Lfirst, __u8 *hdr, struct lj_site_set *sites,
 				      struct lj_walk *w)
 {
 	const struct lj_layout *lj = &p->lj;
 	__u64 ip = regs->ip, base, cf, saved[2];
 
 	if (vmstate >= 0) {
-		/* On trace: BASE at trace entry; the leaf is the trace's start
-		 * pc (inlined frames are not materialized). */
-		__u64 traces = 0, T = 0, startpc = 0;
-		__u64 J = g - lj->gg_g + lj->gg_j;
+		/* On trace: BASE at trace entry, in the frame of the function
+		 * where the root trace started; the leaf's pc is the trace's
+		 * start (inlined frames are not materialized). */
+		__u64 traces, T = 0;
+		const struct lj_site *st;
 
-		base = lj_u64_at(gblk, lj->g_jit_base - p->g_blk, NUPP_BLK);
-		if (lj_read(&traces, 8, J + lj->J_trace) ||
-		    lj_read(&T, 8, traces + 8 * (__u64)vmstate) ||
-		    lj_read(&startpc, 8, (T & LJ_GCVMASK) + lj->T_startpc))
+		base = GG_FIELD(p, ggblk, lj->gg_g + lj->g_jit_base);
+		traces = GG_FIELD(p, ggblk, lj->gg_j + lj->J_trace);
+		if (lj_read(&T, 8, traces + 8 * (__u64)vmstate))
 			return NUPP_ERR_READ + 1;
-		w->pc = startpc ? startpc + 4 : 0;	/* links point after the instruction */
+		T &= LJ_GCVMASK;
+		st = w->epoch ? lj_site_find(sites, T, w->epoch) : 0;
+		if (st) {
+			w->pc = st->val;
+			w->next_id = st->proto ? NUPP_FN(NUPP_FN_LUA, st->proto) : 0;
+		} else {
+			/* startpt, startpc .. root: one read (userspace checked
+			 * that they span less than LJ_HDR bytes). */
+			__u32 span = ((lj->T_root + 2 - lj->T_startpt - 1) & (LJ_HDR - 1)) + 1;
+			__u64 pt, pc;
+
+			if (lj_read(hdr, span, T + lj->T_startpt))
+				return NUPP_ERR_READ + 1;
+			pt = lj_u64_at(hdr, 0, LJ_HDR) & LJ_GCVMASK;
+			pc = lj_u64_at(hdr, lj->T_startpc - lj->T_startpt, LJ_HDR);
+			if (*(const __u16 *)(hdr + ((lj->T_root - lj->T_startpt) & (LJ_HDR - 2))))
+				pt = 0;		/* a side trace */
+			w->pc = pc ? pc + 4 : 0;	/* links point after the instruction */
+			w->next_id = pt ? NUPP_FN(NUPP_FN_LUA, pt) : 0;
+			if (w->epoch)
+				lj_site_put(sites, T, w->epoch, pt, w->pc);
+		}
 	} else if (vmstate == LJ_VMST_INTERP && ip >= p->vm_lo && ip < p->vm_hi) {
 		base = regs->dx;			/* BASE */
 		w->pc = regs->bx;			/* PC, already advanced */
 	} else {
 		/* C function, GC, recorder, or a helper called by the VM: the VM
 		 * synced L->base before calling out, and saved PC in the cframe. */
-		base = lj_u64_at(Lblk, lj->L_base - p->L_blk, NUPP_BLK);
-		cf = lj_u64_at(Lblk, lj->L_cframe - p->L_blk, NUPP_BLK) & ~3ULL;
+		base = L_FIELD(Lblk, Lfirst, lj->L_base);
+		cf = L_FIELD(Lblk, Lfirst, lj->L_cframe) & ~3ULL;
 		w->pc = 0;
 		/* SAVE_L and SAVE_PC are adjacent; SAVE_PC == SAVE_L means no pc. */
 		if (vmstate != LJ_VMST_C && cf && lj->cf_pc == lj->cf_L + 8 &&
@@ -197,7 +241,7 @@ static __always_inline int walk_start(const struct nupp_proc *p, struct pt_regs 
 
 static __always_inline int sample(struct pt_regs *regs)
 {
-	__u64 id = bpf_get_current_pid_tgid(), g, L;
+	__u64 id = bpf_get_current_pid_tgid(), g, GG, L;
 	__u32 pid = id >> 32, tid = (__u32)id, zero = 0;
 	struct nupp_stack_counts *c, init = {};
 	struct sampler_scratch *sc;
@@ -205,10 +249,12 @@ static __always_inline int sample(struct pt_regs *regs)
 	struct nupp_proc *p;
 	struct walk_ctx wc;
 	struct lj_walk *w;
+	const __u8 *Lblk;
+	__u32 Lfirst;
 	__s32 vmstate;
 	int err;
 
-	p = bpf_map_lookup_elem(&procs, &pid);
+	p = proc_of(pid);
 	if (!p)
 		return 0;
 	count(NUPP_CNT_SAMPLES);
@@ -222,37 +268,46 @@ static __always_inline int sample(struct pt_regs *regs)
 	g = find_vm(p, regs->r14, tid);
 	if (!g)
 		return unresolved(NUPP_ERR_NO_VM);
-	/* The fields of g and of the running thread, one read each. */
-	/* Lengths in 1..NUPP_BLK, in a form the verifier can bound. */
-	if (lj_read(sc->gblk, ((p->g_len - 1) & (NUPP_BLK - 1)) + 1, g + p->g_blk))
+	/* The fields of the VM in one read, and a coroutine's in another.
+	 * Lengths in 1..size, in a form the verifier can bound. */
+	GG = g - p->lj.gg_g;
+	if (lj_read(sc->ggblk, ((p->gg_len - 1) & (NUPP_GG_BLK - 1)) + 1, GG + p->gg_blk))
 		return unresolved(NUPP_ERR_READ);
-	vmstate = (__s32)lj_u64_at(sc->gblk, p->lj.g_vmstate - p->g_blk, NUPP_BLK);
-	L = lj_u64_at(sc->gblk, p->lj.g_cur_L - p->g_blk, NUPP_BLK) & LJ_GCVMASK;
-	if (!L || lj_read(sc->Lblk, ((p->L_len - 1) & (NUPP_BLK - 1)) + 1, L + p->L_blk))
-		return unresolved(NUPP_ERR_NO_THREAD);
+	vmstate = (__s32)GG_FIELD(p, sc->ggblk, p->lj.gg_g + p->lj.g_vmstate);
+	L = GG_FIELD(p, sc->ggblk, p->lj.gg_g + p->lj.g_cur_L) & LJ_GCVMASK;
+	if (L == GG) {				/* the main thread */
+		Lblk = sc->ggblk;
+		Lfirst = p->gg_blk;
+	} else {
+		if (!L || lj_read(sc->Lblk, ((p->L_len - 1) & (NUPP_BLK - 1)) + 1, L + p->L_blk))
+			return unresolved(NUPP_ERR_NO_THREAD);
+		Lblk = sc->Lblk;
+		Lfirst = p->L_blk;
+	}
 
 	key = &sc->key;
 	w = &sc->walk;
 	__builtin_memset(w, 0, sizeof(*w));
 	w->L = L;
-	w->bot = lj_u64_at(sc->Lblk, p->lj.L_stack - p->L_blk, NUPP_BLK) + 8;
+	w->bot = L_FIELD(Lblk, Lfirst, p->lj.L_stack) + 8;
+	w->epoch = p->site_epoch;
 	/* One frame more than shown: the caller names the outermost one. */
 	w->max = (max_depth < NUPP_MAX_SHOWN ? max_depth : NUPP_MAX_SHOWN) + 1;
 	wc.w = w;
 	wc.env = (struct lj_walk_env){
-		.lj = &p->lj, .frames = key->frames, .chunk = sc->chunk, .hdr = sc->hdr,
+		.lj = &p->lj, .frames = sc->frames, .chunk = sc->chunk, .hdr = sc->hdr,
+		.sites = sc->sites,
 	};
-	err = walk_start(p, regs, g, vmstate, sc->gblk, sc->Lblk, w);
+	err = walk_start(p, regs, vmstate, sc->ggblk, Lblk, Lfirst, sc->hdr, sc->sites, w);
 	if (err)
 		return unresolved(err - 1);
-	if (w->f > lj_u64_at(sc->Lblk, p->lj.L_maxstack - p->L_blk, NUPP_BLK))
+	if (w->f > L_FIELD(Lblk, Lfirst, p->lj.L_maxstack))
 		return unresolved(NUPP_ERR_BAD_BASE);
 	bpf_loop(NUPP_MAX_DEPTH, walk_cb, &wc, 0);
 	if (w->err)
 		return unresolved(w->err - 1);
 	if (!w->depth)
 		return unresolved(NUPP_ERR_NO_FRAME);
-	bpf_loop(w->max - w->depth, clear_cb, &wc, 0);
 	key->pid = pid;
 	key->tid = tid;
 	key->g = g;
@@ -261,10 +316,14 @@ static __always_inline int sample(struct pt_regs *regs)
 		lj_read(&key->zone, 4, p->zone_cur);
 	key->depth = w->depth;
 	key->truncated = w->depth == w->max;	/* more frames than --depth */
+	key->stack = w->hash;
 
 	c = bpf_map_lookup_elem(&counts, key);
 	if (!c) {
-		if (bpf_map_update_elem(&counts, key, &init, BPF_NOEXIST) == -7 /* -E2BIG */)
+		/* A new stack: its frames first, so that userspace finds them
+		 * for every key it sees (frames past depth are not read). */
+		if (bpf_map_update_elem(&stacks, &key->stack, sc->frames, BPF_NOEXIST) == -7 ||
+		    bpf_map_update_elem(&counts, key, &init, BPF_NOEXIST) == -7 /* -E2BIG */)
 			return unresolved(NUPP_ERR_MAP_FULL);
 		c = bpf_map_lookup_elem(&counts, key);
 		if (!c)
@@ -289,6 +348,21 @@ int BPF_PROG(on_tick, struct hrtimer *timer, ktime_t *now)
 	if ((__u64)timer->function != tick_fn)
 		return 0;
 	return sample((struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
+}
+
+/* lj_func_freeproto(g, pt) or lj_trace_free(g, T): a prototype or trace is
+ * about to be freed and its memory may be reused; retire everything the
+ * process's walks cached (lj_walk.h). A plain uprobe: LuaJIT never unwinds
+ * through these. */
+SEC("uprobe")
+int on_code_free(struct pt_regs *ctx)
+{
+	__u32 pid = bpf_get_current_pid_tgid() >> 32;
+	struct nupp_proc *p = proc_of(pid);
+
+	if (p && p->site_epoch)
+		__sync_fetch_and_add(&p->site_epoch, 1);
+	return 0;
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -61,34 +61,43 @@ enum nupp_err {
 	NUPP_ERR_MAX,
 };
 
-/* Aggregation key: one distinct stack of one thread of one VM. The map's key
- * size is set by userspace to hold exactly --depth frames; unused frames are 0. */
+/* Aggregation key: one distinct stack of one thread of one VM. The stack's
+ * frames are stored once, under their hash, in a second map (whose value size
+ * userspace sets to --depth + 1 frames): a small key is cheaper to hash and
+ * compare on every sample than the frames. */
 struct nupp_stack_key {
 	__u32 pid;		/* tgid */
 	__u32 tid;
 	__u64 g;		/* global_State * of the VM */
 	__u32 zone;		/* zone path id open in the target, 0 none */
 	__u16 depth;		/* frames used, at most --depth + 1 */
-	__u16 truncated;	/* 1: the walk stopped at --depth; frames[depth - 1]
+	__u16 truncated;	/* 1: the walk stopped at --depth; frame depth - 1
 				 * is only the caller of the outermost shown one */
-	struct nupp_frame frames[NUPP_MAX_DEPTH];
+	__u64 stack;		/* lj_walk_hash of the frames: key of the stacks map */
 };
 
 struct nupp_stack_counts {
 	__u64 state[NUPP_ST_MAX];	/* samples by enum nupp_state */
 };
 
-#define NUPP_BLK	256	/* bytes of global_State / lua_State read at once */
+#define NUPP_MAX_TARGETS	64	/* target processes of one sampler */
+
+#define NUPP_BLK	256	/* bytes of a lua_State read at once */
+#define NUPP_GG_BLK	2048	/* bytes of a GG_State read at once */
+#define LJ_HDR		64	/* bytes of a GCfunc header, or of GCtrace fields, read at once */
 
 /* Per target process, written by userspace at attach. */
 struct nupp_proc {
 	struct lj_layout lj;
-	__u32 g_blk, g_len;	/* global_State fields the sampler needs lie in
-				 * [g + g_blk, + g_len), g_len <= NUPP_BLK */
-	__u32 L_blk, L_len;	/* lua_State's likewise */
+	__u32 gg_blk, gg_len;	/* the fields of the main lua_State, global_State
+				 * and jit_State the sampler needs lie in
+				 * [GG + gg_blk, + gg_len), gg_len <= NUPP_GG_BLK */
+	__u32 L_blk, L_len;	/* a lua_State's in [L + L_blk, + L_len), L_len <= NUPP_BLK */
 	__u64 vm_lo, vm_hi;	/* interpreter code range (lj_vm_asm_begin..) */
 	__u64 g;		/* the process's only VM, 0 when several or unknown */
 	__u64 zone_cur;		/* address of the target's u32 current zone id, 0 none */
+	__u64 site_epoch;	/* call-site cache epoch (lj_walk.h), bumped when a
+				 * prototype is freed; 0: no cache for this process */
 };
 
 /* Process-wide counters (per-CPU array, index enum nupp_counter). */

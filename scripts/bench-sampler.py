@@ -665,6 +665,8 @@ def main():
     p.add_argument("--out", default=os.path.join(ROOT, "docs/benchmarks.md"))
     p.add_argument("--raw", default=os.path.join(ROOT, "build/bench/sampler.json"),
                    help="every run's numbers, as JSON")
+    p.add_argument("--bpf-only", action="store_true",
+                   help="only measure the BPF run time per sample and print it (no report)")
     p.add_argument("--floor", type=int, metavar="HZ", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.floor:
@@ -685,6 +687,12 @@ def main():
         # Two clock reads per program run: tens of ns against µs.
         with open(STATS, "w") as f:
             f.write("1")
+        if a.bpf_only:
+            for c, rs in bpf_cost(a).items():
+                log("%-28s estimate %6.0f ns  upper bound %6.0f ns  (median of %d)" % (
+                    c, med([r["est_ns"] for r in rs if r["est_ns"] is not None]),
+                    med([r["per_sample_ns"] for r in rs]), len(rs)))
+            return
         lat = latency(a)
         bcost = bpf_cost(a)
         runs = overhead(a)

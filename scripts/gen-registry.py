@@ -45,6 +45,8 @@ SYMBOLS = [
     ("lj_vmevent_call", True),
     ("lj_trace_exit", True),
     ("lj_trace_stitch", True),
+    ("lj_func_freeproto", True),    # the sampler's code cache is retired here,
+    ("lj_trace_free", True),        # and here
     ("trace_start", False),
     ("lj_dispatch_ins", False),
     ("lj_dispatch_profile", False),
@@ -118,6 +120,7 @@ LAYOUT = {
     "J_sizetrace": "offsetof(jit_State, sizetrace)",
     "T_startpt": "offsetof(GCtrace, startpt)",
     "T_startpc": "offsetof(GCtrace, startpc)",
+    "T_root": "offsetof(GCtrace, root)",
 }
 
 # Printed for information (--print) and sanity checks; not stored.

@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/perf_event.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -19,7 +21,6 @@
 #include "symbolize.h"
 #include "zones.h"
 
-#define MAX_TARGETS 64
 
 struct target {
 	const struct lj_target *t;
@@ -27,14 +28,16 @@ struct target {
 	struct symbolizer *sym;
 	struct zones *zones;		/* the caller's, NULL until set */
 	struct nupp_proc proc;		/* as configured in the procs map */
+	struct bpf_link *code_free[2];	/* retire the code cache; NULL: no cache */
 };
 
 struct sampler {
 	struct sampler_bpf *skel;
 	struct bpf_link **links;
 	int nlinks;
-	size_t key_size;
-	struct target targets[MAX_TARGETS];
+	size_t frames_size;		/* of a stacks map value: --depth + 1 frames */
+	struct nupp_frame *frames;	/* a buffer of that size */
+	struct target targets[NUPP_MAX_TARGETS];	/* by slot, as in the BPF program */
 	int ntargets;
 	struct keymap seen;		/* kernel key -> row index in rows, -2 unsymbolized */
 	struct profile rows;		/* rows with counts still 0 until collect */
@@ -61,6 +64,15 @@ static bool verbose_libbpf;
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	return verbose_libbpf || level == LIBBPF_WARN ? vfprintf(stderr, fmt, ap) : 0;
+}
+
+static void disable_code_cache(struct target *tg)
+{
+	for (int i = 0; i < 2; i++) {
+		bpf_link__destroy(tg->code_free[i]);
+		tg->code_free[i] = NULL;
+	}
+	tg->proc.site_epoch = 0;
 }
 
 static int attach_cpu_clock(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
@@ -143,9 +155,15 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 			goto fail;
 		}
 	}
-	/* Keys hold exactly --depth frames: less to hash per sample. */
-	s->key_size = offsetof(struct nupp_stack_key, frames) + (o->depth + 1) * sizeof(struct nupp_frame);
-	bpf_map__set_key_size(s->skel->maps.counts, s->key_size);
+	/* Stacks hold exactly --depth frames and the caller of the outermost. */
+	s->frames_size = (o->depth + 1) * sizeof(struct nupp_frame);
+	s->frames = calloc(1, s->frames_size);
+	if (!s->frames) {
+		snprintf(err, errsz, "out of memory");
+		goto fail;
+	}
+	bpf_map__set_value_size(s->skel->maps.stacks, s->frames_size);
+	bpf_map__set_max_entries(s->skel->maps.stacks, o->max_stacks);
 	bpf_map__set_max_entries(s->skel->maps.counts, o->max_stacks);
 	bpf_program__set_autoload(o->clock == SAMPLER_CLOCK_TICK ? s->skel->progs.on_cpu_clock
 								  : s->skel->progs.on_tick, false);
@@ -179,10 +197,13 @@ void sampler__close(struct sampler *s)
 		bpf_link__destroy(s->links[i]);
 	free(s->links);
 	sampler_bpf__destroy(s->skel);
-	for (int i = 0; i < s->ntargets; i++)
+	for (int i = 0; i < s->ntargets; i++) {
+		disable_code_cache(&s->targets[i]);
 		symbolizer__free(s->targets[i].sym);
+	}
 	keymap__free(&s->seen);
 	profile__free(&s->rows);
+	free(s->frames);
 	free(s);
 }
 
@@ -194,18 +215,21 @@ static struct target *target_of(struct sampler *s, __u32 pid)
 	return NULL;
 }
 
-/* Write a target's entry of the procs map. */
+/* Write a target's entry of the procs map, then list it for the sampler. */
 static int configure(struct sampler *s, struct target *tg)
 {
-	__u32 pid = tg->pid;
+	__u32 slot = tg - s->targets;
 
-	return bpf_map__update_elem(s->skel->maps.procs, &pid, sizeof(pid), &tg->proc,
-				    sizeof(tg->proc), BPF_ANY);
+	if (bpf_map__update_elem(s->skel->maps.procs, &slot, sizeof(slot), &tg->proc,
+				 sizeof(tg->proc), BPF_ANY))
+		return -1;
+	__atomic_store_n(&s->skel->bss->target_tgid[slot], (__u32)tg->pid, __ATOMIC_RELEASE);
+	return 0;
 }
 
 /* The block [*start, + *len) holding the 8-byte fields at offs[0..n); -1
- * when it would be longer than NUPP_BLK. */
-static int block_of(const __u32 *offs, int n, __u32 *start, __u32 *len)
+ * when it would be longer than max. */
+static int block_of(const __u32 *offs, int n, __u32 max, __u32 *start, __u32 *len)
 {
 	__u32 lo = offs[0], hi = offs[0];
 
@@ -215,26 +239,65 @@ static int block_of(const __u32 *offs, int n, __u32 *start, __u32 *len)
 	}
 	*start = lo & ~7U;
 	*len = hi + 8 - *start;
-	return *len <= NUPP_BLK ? 0 : -1;
+	return *len <= max ? 0 : -1;
+}
+
+/* The sampler caches what it learns of call sites and traces (struct lj_site
+ * in bpf/lj_walk.h) once probes where LuaJIT frees prototypes and traces
+ * retire that cache; a build without these symbols is walked without it
+ * (NUPP_NO_CODE_CACHE=1 asks for that too). */
+static void enable_code_cache(struct sampler *s, struct target *tg)
+{
+	static const char *const frees[2] = { "lj_func_freeproto", "lj_trace_free" };
+	__u64 epoch = 0;
+
+	if (getenv("NUPP_NO_CODE_CACHE"))
+		return;
+	for (int i = 0; i < 2; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, uo);
+		__u64 at = lj_target__sym(tg->t, frees[i]);
+		__u64 off = at ? lj_target__file_offset(tg->t, at) : 0;
+
+		if (off)
+			tg->code_free[i] = bpf_program__attach_uprobe_opts(
+				s->skel->progs.on_code_free, tg->pid, tg->t->path, off, &uo);
+		if (!tg->code_free[i]) {
+			disable_code_cache(tg);
+			return;
+		}
+	}
+	/* Unique to this attachment: entries of an earlier process with the
+	 * same pid, or of another, can never match. */
+	while (!epoch)
+		if (getrandom(&epoch, sizeof(epoch), 0) != sizeof(epoch))
+			epoch = ((__u64)getpid() << 32 | (__u32)tg->pid) ^ (__u64)time(NULL) << 20;
+	tg->proc.site_epoch = epoch;
 }
 
 int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err, size_t errsz)
 {
 	const struct lj_layout *lj = &t->layout;
-	const __u32 gf[] = { lj->g_vmstate, lj->g_cur_L, lj->g_jit_base };
 	const __u32 Lf[] = { lj->L_base, lj->L_stack, lj->L_maxstack, lj->L_cframe };
-	__u32 g_blk, g_len, L_blk, L_len;
+	/* The main lua_State is the first member of GG_State. */
+	const __u32 ggf[] = {
+		lj->L_base, lj->L_stack, lj->L_maxstack, lj->L_cframe,
+		lj->gg_g + lj->g_vmstate, lj->gg_g + lj->g_cur_L, lj->gg_g + lj->g_jit_base,
+		lj->gg_j + lj->J_trace,
+	};
+	__u32 gg_blk, gg_len, L_blk, L_len;
 	struct target *tg;
 
 	/* The sampler reads these fields in one block each. */
-	if (block_of(gf, 3, &g_blk, &g_len) || block_of(Lf, 4, &L_blk, &L_len)) {
-		snprintf(err, errsz, "the LuaJIT layout of PID %d spreads global_State or "
-			 "lua_State fields wider than %d bytes", t->pid, NUPP_BLK);
+	if (block_of(ggf, 8, NUPP_GG_BLK, &gg_blk, &gg_len) ||
+	    block_of(Lf, 4, NUPP_BLK, &L_blk, &L_len) || L_blk < gg_blk ||
+	    lj->T_root + 2 - lj->T_startpt > LJ_HDR || lj->T_startpc - lj->T_startpt > LJ_HDR - 8) {
+		snprintf(err, errsz, "the LuaJIT layout of PID %d spreads the VM's fields wider "
+			 "than the sampler reads at once", t->pid);
 		return -1;
 	}
 
-	if (s->ntargets == MAX_TARGETS) {
-		snprintf(err, errsz, "too many target processes (at most %d)", MAX_TARGETS);
+	if (s->ntargets == NUPP_MAX_TARGETS) {
+		snprintf(err, errsz, "too many target processes (at most %d)", NUPP_MAX_TARGETS);
 		return -1;
 	}
 	tg = &s->targets[s->ntargets];
@@ -243,8 +306,8 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err,
 	tg->pid = t->pid;
 	tg->proc = (struct nupp_proc){
 		.lj = t->layout,
-		.g_blk = g_blk,
-		.g_len = g_len,
+		.gg_blk = gg_blk,
+		.gg_len = gg_len,
 		.L_blk = L_blk,
 		.L_len = L_len,
 		.vm_lo = t->vm_lo,
@@ -256,8 +319,10 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err,
 		snprintf(err, errsz, "out of memory");
 		return -1;
 	}
+	enable_code_cache(s, tg);
 	if (configure(s, tg)) {
 		snprintf(err, errsz, "failed to configure PID %d: %s", t->pid, strerror(errno));
+		disable_code_cache(tg);
 		symbolizer__free(tg->sym);
 		return -1;
 	}
@@ -301,8 +366,10 @@ static int symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
 	long row = -2;
 	int unknown;
 
-	if (tg) {
-		unknown = symbolizer__stack_cut(tg->sym, k->frames, k->depth,
+	/* The kernel stores a stack's frames before the first key of it. */
+	if (tg && !bpf_map__lookup_elem(s->skel->maps.stacks, &k->stack, sizeof(k->stack),
+					s->frames, s->frames_size, 0)) {
+		unknown = symbolizer__stack_cut(tg->sym, s->frames, k->depth,
 						k->depth - k->truncated, &stack);
 		if (unknown == -ENOMEM)
 			return -1;
@@ -318,7 +385,7 @@ static int symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
 	strbuf__free(&stack);
 	if (row == -2)
 		s->unsymbolized_keys++;
-	return keymap__put(&s->seen, k, s->key_size, row);
+	return keymap__put(&s->seen, k, sizeof(*k), row);
 }
 
 int sampler__poll(struct sampler *s)
@@ -333,11 +400,11 @@ int sampler__poll(struct sampler *s)
 		goto out;
 	}
 	while (!bpf_map_get_next_key(fd, prev, next)) {
-		if (keymap__get(&s->seen, next, s->key_size) == -1 && symbolize_key(s, next)) {
+		if (keymap__get(&s->seen, next, sizeof(*next)) == -1 && symbolize_key(s, next)) {
 			ret = -ENOMEM;
 			break;
 		}
-		memcpy(key, next, s->key_size);
+		*key = *next;
 		prev = key;
 	}
 out:
@@ -378,7 +445,7 @@ int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats 
 	if (ret || !key || !next)
 		goto out;
 	while (!bpf_map_get_next_key(fd, prev, next)) {
-		long row = keymap__get(&s->seen, next, s->key_size);
+		long row = keymap__get(&s->seen, next, sizeof(*next));
 
 		if (!bpf_map_lookup_elem(fd, next, &c)) {
 			__u64 n = 0;
@@ -396,7 +463,7 @@ int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats 
 					s->rows.rows[row].state[i] = c.state[i];
 			}
 		}
-		memcpy(key, next, s->key_size);
+		*key = *next;
 		prev = key;
 	}
 	for (size_t i = 0; i < s->rows.nrows; i++) {

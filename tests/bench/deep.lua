@@ -1,5 +1,7 @@
 -- deep.lua: a Lua stack 60 frames deep, spinning at the bottom in a compiled
--- loop, until `scale` seconds of CPU time have passed.
+-- loop, until `scale` seconds of CPU time have passed. Every level is its own
+-- function (its own prototype and call site), as in real code: a walk cannot
+-- get cheaper by recognizing the frame below as the one above.
 return function(scale)
   local clock = os.clock
   local function spin()
@@ -9,9 +11,12 @@ return function(scale)
     until clock() >= deadline
     return acc
   end
-  local function down(n)
-    if n == 0 then return spin() end
-    return down(n - 1) + 1		-- not a tail call: the frame stays
+  local below = spin
+  for level = 1, 60 do
+    -- A fresh chunk per level: distinct bytecode, not closures of one proto.
+    below = assert(loadstring(("local below = ...\n" ..
+      "return function() return below() + %d end -- level %d"):format(level, level),
+      "=deep" .. level))(below)
   end
-  return down(60)
+  return below()
 end

@@ -26,10 +26,15 @@
 #include "elf_file.h"
 #include "symbolize.h"
 
-/* lj_walk.h reads through LJ_READ: our own memory, as the sampler reads the target's. */
+/* lj_walk.h reads through LJ_READ: our own memory, as the sampler reads the
+ * target's. Reads outside the stack window are counted: the call-site cache
+ * is there to save them. */
+static unsigned site_reads;
+
 static int self_read(void *dst, __u32 n, __u64 addr)
 {
 	memcpy(dst, (const void *)(unsigned long)addr, n);
+	site_reads += n != 1024;	/* LJ_CHUNK, not yet defined here */
 	return 0;
 }
 #define LJ_READ self_read
@@ -80,25 +85,72 @@ static int fail_read(void *ctx, void *dst, size_t n, __u64 addr)
 	return -EFAULT;
 }
 
-/* The sampler's walk of L's stack, from the frame of the running C function. */
-static int walk(lua_State *L, struct nupp_frame *frames)
+/* One walk of L's stack from the frame of the running C function, with the
+ * call-site cache at epoch (0: none). Its reads outside the stack window. */
+static unsigned walk_once(lua_State *L, struct nupp_frame *frames, __u64 epoch, struct lj_walk *w)
 {
 	static __u8 chunk[LJ_CHUNK + 16], hdr[LJ_HDR + 8];
+	static struct lj_site_set sites[LJ_SITE_SETS];
 	const struct lj_layout *lj = &T.b->layout;
 	__u64 l = (__u64)(unsigned long)L;
-	struct lj_walk w = {
+	const struct lj_walk_env env = {
+		.lj = lj, .frames = frames, .chunk = chunk, .hdr = hdr, .sites = sites,
+	};
+
+	*w = (struct lj_walk){
 		.L = l,
 		.f = rd64(l + lj->L_base) - 8,
 		.bot = rd64(l + lj->L_stack) + 8,
 		.max = NUPP_MAX_DEPTH,
+		.epoch = epoch,
 	};
-	const struct lj_walk_env env = { .lj = lj, .frames = frames, .chunk = chunk, .hdr = hdr };
-
-	while (!lj_walk_step(&w, &env))
+	site_reads = 0;
+	while (!lj_walk_step(w, &env))
 		;
-	if (w.err || w.truncated)
-		fprintf(stderr, "    walk: err %d truncated %u\n", w.err, w.truncated);
-	return (int)w.depth;
+	if (w->err || w->truncated)
+		fprintf(stderr, "    walk: err %d truncated %u\n", w->err, w->truncated);
+	return site_reads;
+}
+
+/* The sampler's walk of L's stack: without the call-site cache, then with
+ * it cold (a new epoch: nothing cached holds) and warm. All three must give
+ * the same frames; the warm walk reads only what the cache cannot hold. */
+static int walk(lua_State *L, struct nupp_frame *frames)
+{
+	static __u64 epoch;
+	struct nupp_frame cold[NUPP_MAX_DEPTH], warm[NUPP_MAX_DEPTH];
+	struct lj_walk w0, w1, w2;
+	unsigned r0, r2, lua_called = 0;
+	char msg[64];
+
+	r0 = walk_once(L, frames, 0, &w0);
+	walk_once(L, cold, ++epoch, &w1);
+	r2 = walk_once(L, warm, epoch, &w2);
+	check(w1.depth == w0.depth && !memcmp(cold, frames, w0.depth * sizeof(*frames)),
+	      "cold cached walk = uncached walk", "equal", "different");
+	check(w2.depth == w0.depth && !memcmp(warm, frames, w0.depth * sizeof(*frames)),
+	      "warm cached walk = uncached walk", "equal", "different");
+	/* Each frame called from Lua costs a header and a CALL read uncached,
+	 * and nothing warm: the frames below it come from the cache (unless
+	 * more of this walk's call sites share a set than it has ways). */
+	for (__u32 k = 0; k + 1 < w0.depth; k++) {
+		__u64 site = frames[k + 1].pc & ~(__u64)NUPP_CALL_MASK;
+		unsigned same = 0;
+
+		if ((frames[k].pc & NUPP_CALL_MASK) != NUPP_CALL_LUA)
+			continue;
+		lua_called++;
+		for (__u32 j = 0; j + 1 < w0.depth; j++)
+			same += (frames[j].pc & NUPP_CALL_MASK) == NUPP_CALL_LUA &&
+				lj_site_set_of(frames[j + 1].pc & ~(__u64)NUPP_CALL_MASK) ==
+				lj_site_set_of(site);
+		if (same > LJ_SITE_WAYS)
+			return (int)w0.depth;	/* the saving is not exact: no check */
+	}
+	snprintf(msg, sizeof(msg), "%u reads, uncached %u, %u frames called from Lua", r2, r0,
+		 lua_called);
+	check(r2 + 2 * lua_called == r0, "warm walk saves two reads per Lua call", "saved", msg);
+	return (int)w0.depth;
 }
 
 /* luaJIT_profile_dumpstack without the trailing separator. */
