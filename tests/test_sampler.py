@@ -259,6 +259,28 @@ def test_launch_profiles_from_the_start(nupp):
         f"command was not sampled:\n{run.output.read_text()}"
 
 
+def test_code_churn(nupp):
+    """codechurn.lua loads, runs and frees chunks churnA and churnB in turn;
+    their bytecode takes the memory the other's had, with the call to leaf()
+    on a different base register. What the sampler cached of a call site must
+    go with the code (its uprobes on lj_func_freeproto and lj_trace_free),
+    and so must the symbolizer's names: every sample resolves, and a stack
+    never mixes the two chunks."""
+    run = nupp.launch(STOCK_LUAJIT, workload("codechurn.lua"), 3, 0.3)
+    assert run.returncode == 0, run
+    m = re.search(r"^phases (\d+), reused (\d+)$", run.stdout, re.M)
+    assert m and int(m[2]) >= 2, f"the allocator reused no chunk's memory: nothing tested\n{run}"
+    assert run.unresolved_fraction() <= 0.01, run.stderr
+    seen = set()
+    for stack, count in run.rows:
+        chunks = {f[len("churn")] for f in frames(stack) if f.startswith("churn")}
+        assert len(chunks) <= 1 and "[unknown]" not in stack, \
+            f"{count} samples on a stack mixing code: {stack}\n{run.output.read_text()}"
+        if stack.endswith((":mid;churnA:leaf", ":mid;churnB:leaf")):
+            seen |= chunks
+    assert seen == {"A", "B"}, f"leaf() of both chunks sampled:\n{run.output.read_text()}"
+
+
 def test_target_gone_is_counted(nupp):
     """finale.lua runs a function it never ran before for its last 50 ms and
     exits: stacks first seen then may find the process gone before they are

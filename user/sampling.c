@@ -29,6 +29,7 @@ struct target {
 	struct zones *zones;		/* the caller's, NULL until set */
 	struct nupp_proc proc;		/* as configured in the procs map */
 	struct bpf_link *code_free[2];	/* retire the code cache; NULL: no cache */
+	__u64 seen_epoch;		/* the code epoch the symbolizer's caches hold for */
 };
 
 struct sampler {
@@ -271,7 +272,7 @@ static void enable_code_cache(struct sampler *s, struct target *tg)
 	while (!epoch)
 		if (getrandom(&epoch, sizeof(epoch), 0) != sizeof(epoch))
 			epoch = ((__u64)getpid() << 32 | (__u32)tg->pid) ^ (__u64)time(NULL) << 20;
-	tg->proc.site_epoch = epoch;
+	tg->proc.site_epoch = tg->seen_epoch = epoch;
 }
 
 int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err, size_t errsz)
@@ -388,6 +389,23 @@ static int symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
 	return keymap__put(&s->seen, k, sizeof(*k), row);
 }
 
+/* Prototypes or traces of a target were freed since its last poll (its code
+ * epoch moved): what the symbolizer cached by their addresses may now belong
+ * to other code. Stacks recorded before the free and first seen after it can
+ * still read the new code; polling often keeps that window short. */
+static void forget_freed_code(struct sampler *s, struct target *tg)
+{
+	__u32 slot = tg - s->targets;
+	struct nupp_proc now;
+
+	if (!tg->proc.site_epoch ||
+	    bpf_map__lookup_elem(s->skel->maps.procs, &slot, sizeof(slot), &now, sizeof(now), 0) ||
+	    now.site_epoch == tg->seen_epoch)
+		return;
+	tg->seen_epoch = now.site_epoch;
+	symbolizer__flush(tg->sym);
+}
+
 int sampler__poll(struct sampler *s)
 {
 	int fd = bpf_map__fd(s->skel->maps.counts);
@@ -399,6 +417,8 @@ int sampler__poll(struct sampler *s)
 		ret = -ENOMEM;
 		goto out;
 	}
+	for (int i = 0; i < s->ntargets; i++)
+		forget_freed_code(s, &s->targets[i]);
 	while (!bpf_map_get_next_key(fd, prev, next)) {
 		if (keymap__get(&s->seen, next, sizeof(*next)) == -1 && symbolize_key(s, next)) {
 			ret = -ENOMEM;
