@@ -547,7 +547,7 @@ def write_report(a, info, runs, bcost, lat, started):
                              fmt(r["bpf_pct"], ".3f", "%")))
 
     L += ["", "### BPF run time per sample (60-frame Lua stack)", "",
-          "Target: `luajit tests/bench/driver.lua deep --hold --scale=1.2` (recursion 60 deep, "
+          "Target: `luajit tests/bench/driver.lua deep --hold --scale=1.2` (60 distinct functions called one from the next, each from its own chunk, "
           "spinning in a compiled loop at the bottom); profiler: `nupp-bpf record -p PID -o "
           "/dev/null ARGS`. Over a %.1f s window: Δrun_time_ns and Δrun_cnt of the program "
           "(`bpftool -j prog show id ID`), Δ samples counted for the target (index 0 of its "

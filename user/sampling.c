@@ -30,6 +30,7 @@ struct target {
 	struct nupp_proc proc;		/* as configured in the procs map */
 	struct bpf_link *code_free[2];	/* retire the code cache; NULL: no cache */
 	__u64 seen_epoch;		/* the code epoch the symbolizer's caches hold for */
+	double seen_at;			/* when it was read (CLOCK_MONOTONIC, s) */
 };
 
 struct sampler {
@@ -65,6 +66,14 @@ static bool verbose_libbpf;
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	return verbose_libbpf || level == LIBBPF_WARN ? vfprintf(stderr, fmt, ap) : 0;
+}
+
+static double monotonic_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static void disable_code_cache(struct target *tg)
@@ -273,6 +282,7 @@ static void enable_code_cache(struct sampler *s, struct target *tg)
 		if (getrandom(&epoch, sizeof(epoch), 0) != sizeof(epoch))
 			epoch = ((__u64)getpid() << 32 | (__u32)tg->pid) ^ (__u64)time(NULL) << 20;
 	tg->proc.site_epoch = tg->seen_epoch = epoch;
+	tg->seen_at = monotonic_s();
 }
 
 int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err, size_t errsz)
@@ -389,6 +399,12 @@ static int symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
 	return keymap__put(&s->seen, k, sizeof(*k), row);
 }
 
+/* Each freed prototype or trace costs the target a uprobe hit (~16 us here:
+ * the probed instructions are single-stepped). A target that frees code
+ * faster than this, e.g. one compiling a chunk per request, is walked without
+ * the code cache instead: the reads it saves are worth less. */
+#define CODE_FREES_MAX_PER_S	1000
+
 /* Prototypes or traces of a target were freed since its last poll (its code
  * epoch moved): what the symbolizer cached by their addresses may now belong
  * to other code. Stacks recorded before the free and first seen after it can
@@ -397,12 +413,24 @@ static void forget_freed_code(struct sampler *s, struct target *tg)
 {
 	__u32 slot = tg - s->targets;
 	struct nupp_proc now;
+	double t = monotonic_s();
 
 	if (!tg->proc.site_epoch ||
 	    bpf_map__lookup_elem(s->skel->maps.procs, &slot, sizeof(slot), &now, sizeof(now), 0) ||
-	    now.site_epoch == tg->seen_epoch)
+	    now.site_epoch == tg->seen_epoch) {
+		tg->seen_at = t;
 		return;
+	}
+	if ((now.site_epoch - tg->seen_epoch) > CODE_FREES_MAX_PER_S * (t - tg->seen_at) + 10) {
+		/* Epoch 0 first: no walk trusts the cache once the probes go. */
+		tg->proc.site_epoch = 0;
+		configure(s, tg);
+		disable_code_cache(tg);
+		if (getenv("NUPP_VERBOSE"))
+			fprintf(stderr, "sampler: pid %d frees code too often; no code cache\n", tg->pid);
+	}
 	tg->seen_epoch = now.site_epoch;
+	tg->seen_at = t;
 	symbolizer__flush(tg->sym);
 }
 
