@@ -136,6 +136,10 @@ local chunk = assert(loadfile(prog))
 arg[0] = prog
 local ok, err = xpcall(function() return chunk(unpack(arg)) end, debug.traceback)
 if hook then jit.attach(on_trace) end
+-- The recording has ended; the harness's own loops below must not start
+-- traces (LuaJIT's hot counters are shared by pc hash, so a loop here can
+-- inherit a program loop's count) that nupp-bpf, still listening, would see.
+jit.off()
 write_csv(out)
 wait_fifo("NUPP_TRACE_DONE")
 if not ok then
