@@ -76,20 +76,8 @@ struct {
 	__type(value, struct sampler_scratch);
 } scratch SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NUPP_CNT_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
-
-static __always_inline void count(__u32 idx)
-{
-	__u64 *c = bpf_map_lookup_elem(&counters, &idx);
-
-	if (c)
-		(*c)++;
-}
+#define NUPP_COUNTERS NUPP_CNT_MAX	/* enum nupp_counter */
+#include "counters.h"
 
 static __always_inline int unresolved(enum nupp_err err)
 {

@@ -35,21 +35,8 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
-/* enum nupp_trace_counter -> count */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NUPP_TRC_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
-
-static __always_inline void count(__u32 idx)
-{
-	__u64 *c = bpf_map_lookup_elem(&counters, &idx);
-
-	if (c)
-		*c += 1;
-}
+#define NUPP_COUNTERS NUPP_TRC_MAX	/* enum nupp_trace_counter */
+#include "counters.h"
 
 #define RD(dst, addr) bpf_probe_read_user(&(dst), sizeof(dst), (const void *)(addr))
 

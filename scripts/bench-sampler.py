@@ -405,6 +405,23 @@ def bpf_cost(a):
     return res
 
 
+def bpf_only(a):
+    """The BPF cost alone, for a.nupp and, interleaved round by round, a.compare."""
+    builds = [a.nupp] + ([a.compare] if a.compare else [])
+    res = {(b, c): [] for b in builds for c in BPF_CONFIGS}
+    for rnd in range(a.bpf_rounds):
+        for c in BPF_CONFIGS:
+            for b in random.sample(builds, len(builds)):
+                a_b = argparse.Namespace(**{**vars(a), "nupp": b})
+                res[b, c].append(bpf_cost_one(a_b, BPF_CONFIGS[c])["est_ns"])
+    for c in BPF_CONFIGS:
+        meds = [med(res[b, c]) for b in builds]
+        line = "  ".join("%s: %6.0f ns" % (b, m) for b, m in zip(builds, meds))
+        if a.compare:
+            line += "  ratio %.2f" % (meds[0] / meds[1])
+        log("%-28s %s  (estimate, median of %d)" % (c, line, a.bpf_rounds))
+
+
 # --- attach latency ------------------------------------------------------------
 
 def latency_one(a):
@@ -667,6 +684,9 @@ def main():
                    help="every run's numbers, as JSON")
     p.add_argument("--bpf-only", action="store_true",
                    help="only measure the BPF run time per sample and print it (no report)")
+    p.add_argument("--compare", metavar="NUPP",
+                   help="with --bpf-only: also measure this other nupp-bpf build, runs "
+                        "interleaved with --nupp's, and print the ratio of the medians")
     p.add_argument("--floor", type=int, metavar="HZ", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.floor:
@@ -688,10 +708,7 @@ def main():
         with open(STATS, "w") as f:
             f.write("1")
         if a.bpf_only:
-            for c, rs in bpf_cost(a).items():
-                log("%-28s estimate %6.0f ns  upper bound %6.0f ns  (median of %d)" % (
-                    c, med([r["est_ns"] for r in rs if r["est_ns"] is not None]),
-                    med([r["per_sample_ns"] for r in rs]), len(rs)))
+            bpf_only(a)
             return
         lat = latency(a)
         bcost = bpf_cost(a)
