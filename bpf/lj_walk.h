@@ -99,7 +99,7 @@ struct lj_walk {
 	__u64 next_id;		/* the next frame's identity, when known already; 0 unknown */
 	__u64 fill_pc;		/* a site read but not yet cached: its pc, */
 	__u64 fill_a;		/* and its CALL's operand A; the proto comes with the next frame */
-	__u64 hash;		/* of the frames emitted (lj_walk_hash) */
+	__u64 hash;		/* of the frames emitted, before lj_walk_hash_end */
 };
 
 /* What the walk reads and writes through: pointers, which the verifier must
@@ -146,17 +146,22 @@ static __always_inline int lj_walk_slots(struct lj_walk *w, const struct lj_walk
 	return 0;
 }
 
-/* One step of a 64-bit hash of frames: a strong bijective mix per word
- * (constants of the "moremur" mixer), so structured stacks spread too. */
+/* A 64-bit hash of frames: a cheap bijective step per word while walking,
+ * and a strong mix at the end (the "moremur" mixer), so that structured
+ * stacks spread over every bit. */
 static __always_inline __u64 lj_walk_hash(__u64 h, __u64 x)
 {
-	h ^= x;
+	h = (h ^ x) * 0x9e3779b97f4a7c15ULL;
+	return h ^ (h >> 29);
+}
+
+static __always_inline __u64 lj_walk_hash_end(__u64 h)
+{
 	h ^= h >> 27;
 	h *= 0x3c79ac492ba7b653ULL;
 	h ^= h >> 33;
 	h *= 0x1c69b3f74ac4ae35ULL;
-	h ^= h >> 27;
-	return h;
+	return h ^ (h >> 27);
 }
 
 /* The stable identity of GCfunc fn (struct nupp_frame.fn); 0 when it cannot

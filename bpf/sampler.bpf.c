@@ -6,8 +6,8 @@
  * the context of the interrupted task. For a configured target process it
  * finds the VM (global_State) from the DISPATCH register r14, reads the VM
  * state, picks the stack source that is valid in that state, walks the Lua
- * frames and counts the stack in a hash map. Nothing leaves the kernel per
- * sample; userspace reads the map.
+ * frames and counts the stack in a table that userspace reads in place.
+ * Nothing leaves the kernel per sample.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -43,12 +43,23 @@ struct {
 	__type(value, __u64);			/* last global_State validated on it */
 } thread_vm SEC(".maps");
 
+const volatile __u32 counts_mask;	/* slots in counts - 1 */
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);		/* userspace may resize */
-	__type(key, struct nupp_stack_key);
-	__type(value, struct nupp_stack_counts);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 16384);		/* userspace sizes it: a power of two */
+	__type(key, __u32);
+	__type(value, struct nupp_stack_slot);
 } counts SEC(".maps");
+
+/* Slots claimed since userspace last looked (their indexes), so that it need
+ * not scan the table; new_slots_lost is set when this ring was full. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} new_slots SEC(".maps");
+__u32 new_slots_lost;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -145,6 +156,43 @@ static long walk_cb(__u64 i, void *ctx)
 	return lj_walk_step(c->w, &c->env);
 }
 
+/* Count one sample of key in state st (see struct nupp_stack_slot). A new
+ * stack's frames are stored before its slot is ready, so that userspace finds
+ * them for every key it sees. 0, or enum nupp_err + 1. */
+static __always_inline int count_stack(const struct nupp_stack_key *key, enum nupp_state st,
+				       const struct nupp_frame *frames)
+{
+	const __u64 *want = (const __u64 *)key;
+	__u32 idx = (__u32)key->stack;
+
+	for (int i = 0; i < NUPP_PROBES; i++, idx++) {
+		__u32 k = idx & counts_mask;
+		struct nupp_stack_slot *s = bpf_map_lookup_elem(&counts, &k);
+		const __u64 *have;
+
+		if (!s)
+			break;
+		if (!s->key.stack &&
+		    !__sync_val_compare_and_swap(&s->key.stack, 0, key->stack)) {
+			if (bpf_map_update_elem(&stacks, &key->stack, frames, BPF_NOEXIST) == -7)
+				return NUPP_ERR_MAP_FULL + 1;	/* -E2BIG; the slot stays unready */
+			s->key = *key;
+			s->state[st] = 1;
+			__sync_lock_test_and_set(&s->ready, 1);	/* after the key */
+			if (bpf_ringbuf_output(&new_slots, &k, sizeof(k), BPF_RB_NO_WAKEUP))
+				new_slots_lost = 1;
+			return 0;
+		}
+		have = (const __u64 *)&s->key;
+		if (s->ready && have[0] == want[0] && have[1] == want[1] &&
+		    have[2] == want[2] && have[3] == want[3]) {
+			__sync_fetch_and_add(&s->state[st], 1);
+			return 0;
+		}
+	}
+	return NUPP_ERR_MAP_FULL + 1;
+}
+
 /* The configuration of target process pid, NULL for any other process. */
 static __always_inline struct nupp_proc *proc_of(__u32 pid)
 {
@@ -231,7 +279,6 @@ static __always_inline int sample(struct pt_regs *regs)
 {
 	__u64 id = bpf_get_current_pid_tgid(), g, GG, L;
 	__u32 pid = id >> 32, tid = (__u32)id, zero = 0;
-	struct nupp_stack_counts *c, init = {};
 	struct sampler_scratch *sc;
 	struct nupp_stack_key *key;
 	struct nupp_proc *p;
@@ -304,21 +351,9 @@ static __always_inline int sample(struct pt_regs *regs)
 		lj_read(&key->zone, 4, p->zone_cur);
 	key->depth = w->depth;
 	key->truncated = w->depth == w->max;	/* more frames than --depth */
-	key->stack = w->hash;
-
-	c = bpf_map_lookup_elem(&counts, key);
-	if (!c) {
-		/* A new stack: its frames first, so that userspace finds them
-		 * for every key it sees (frames past depth are not read). */
-		if (bpf_map_update_elem(&stacks, &key->stack, sc->frames, BPF_NOEXIST) == -7 ||
-		    bpf_map_update_elem(&counts, key, &init, BPF_NOEXIST) == -7 /* -E2BIG */)
-			return unresolved(NUPP_ERR_MAP_FULL);
-		c = bpf_map_lookup_elem(&counts, key);
-		if (!c)
-			return unresolved(NUPP_ERR_MAP_FULL);
-	}
-	__sync_fetch_and_add(&c->state[state_of(vmstate)], 1);
-	return 0;
+	key->stack = lj_walk_hash_end(w->hash) | 1;	/* 0 marks a free slot */
+	err = count_stack(key, state_of(vmstate), sc->frames);
+	return err ? unresolved(err - 1) : 0;
 }
 
 SEC("perf_event")

@@ -63,8 +63,8 @@ enum nupp_err {
 
 /* Aggregation key: one distinct stack of one thread of one VM. The stack's
  * frames are stored once, under their hash, in a second map (whose value size
- * userspace sets to --depth + 1 frames): a small key is cheaper to hash and
- * compare on every sample than the frames. */
+ * userspace sets to --depth + 1 frames): a small key is cheaper to compare
+ * on every sample than the frames. */
 struct nupp_stack_key {
 	__u32 pid;		/* tgid */
 	__u32 tid;
@@ -73,11 +73,20 @@ struct nupp_stack_key {
 	__u16 depth;		/* frames used, at most --depth + 1 */
 	__u16 truncated;	/* 1: the walk stopped at --depth; frame depth - 1
 				 * is only the caller of the outermost shown one */
-	__u64 stack;		/* lj_walk_hash of the frames: key of the stacks map */
+	__u64 stack;		/* hash of the frames, never 0: key of the stacks map */
 };
 
-struct nupp_stack_counts {
+/* Counts are kept in an open-addressed table: an mmap-able array that
+ * userspace reads in place, indexed by the stack hash and probed linearly for
+ * at most NUPP_PROBES slots. A sample costs one cache line, not a hash-map
+ * lookup. Slots are claimed, never freed; two CPUs claiming a slot for one
+ * key at once leave two slots with it, which userspace adds up. */
+#define NUPP_PROBES	8
+
+struct nupp_stack_slot {
+	struct nupp_stack_key key;	/* key.stack == 0: free */
 	__u64 state[NUPP_ST_MAX];	/* samples by enum nupp_state */
+	__u64 ready;			/* 1 once key is complete */
 };
 
 #define NUPP_MAX_TARGETS	64	/* target processes of one sampler */

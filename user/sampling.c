@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/perf_event.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <bpf/bpf.h>
@@ -41,6 +42,12 @@ struct sampler {
 	struct nupp_frame *frames;	/* a buffer of that size */
 	struct target targets[NUPP_MAX_TARGETS];	/* by slot, as in the BPF program */
 	int ntargets;
+	struct nupp_stack_slot *table;	/* the counts table, mapped read-only */
+	size_t table_len, table_bytes;	/* slots, bytes mapped */
+	struct ring_buffer *new_slots;	/* indexes of slots claimed since the last poll */
+	long *slot_row;			/* by slot: row in rows, -2 unsymbolized, -1 not seen */
+	__u32 *known;			/* slots seen, in the order they were */
+	size_t nknown;
 	struct keymap seen;		/* kernel key -> row index in rows, -2 unsymbolized */
 	struct profile rows;		/* rows with counts still 0 until collect */
 	__u64 unsymbolized_keys;
@@ -62,6 +69,7 @@ const char *sampler__err_name(int err)
 }
 
 static bool verbose_libbpf;
+static int on_new_slot(void *ctx, void *data, size_t size);
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
@@ -172,14 +180,39 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 		snprintf(err, errsz, "out of memory");
 		goto fail;
 	}
+	/* Twice the slots asked for, so that probing stays short. */
+	for (s->table_len = 16; s->table_len < 2 * (size_t)o->max_stacks; s->table_len *= 2)
+		;
+	s->slot_row = malloc(s->table_len * sizeof(*s->slot_row));
+	s->known = malloc(s->table_len * sizeof(*s->known));
+	if (!s->slot_row || !s->known) {
+		snprintf(err, errsz, "out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < s->table_len; i++)
+		s->slot_row[i] = -1;
+	s->skel->rodata->counts_mask = s->table_len - 1;
+	bpf_map__set_max_entries(s->skel->maps.counts, s->table_len);
 	bpf_map__set_value_size(s->skel->maps.stacks, s->frames_size);
-	bpf_map__set_max_entries(s->skel->maps.stacks, o->max_stacks);
-	bpf_map__set_max_entries(s->skel->maps.counts, o->max_stacks);
+	bpf_map__set_max_entries(s->skel->maps.stacks, s->table_len);
 	bpf_program__set_autoload(o->clock == SAMPLER_CLOCK_TICK ? s->skel->progs.on_cpu_clock
 								  : s->skel->progs.on_tick, false);
 	ret = sampler_bpf__load(s->skel);
 	if (ret) {
 		snprintf(err, errsz, "failed to load the sampler BPF program: %s", strerror(-ret));
+		goto fail;
+	}
+	s->table_bytes = s->table_len * sizeof(*s->table);
+	s->table = mmap(NULL, s->table_bytes, PROT_READ, MAP_SHARED,
+			bpf_map__fd(s->skel->maps.counts), 0);
+	if (s->table == MAP_FAILED) {
+		s->table = NULL;
+		snprintf(err, errsz, "failed to map the sampler's counts: %s", strerror(errno));
+		goto fail;
+	}
+	s->new_slots = ring_buffer__new(bpf_map__fd(s->skel->maps.new_slots), on_new_slot, s, NULL);
+	if (!s->new_slots) {
+		snprintf(err, errsz, "failed to open the sampler's ring buffer: %s", strerror(errno));
 		goto fail;
 	}
 	if (o->clock == SAMPLER_CLOCK_TICK) {
@@ -211,9 +244,14 @@ void sampler__close(struct sampler *s)
 		disable_code_cache(&s->targets[i]);
 		symbolizer__free(s->targets[i].sym);
 	}
+	ring_buffer__free(s->new_slots);
+	if (s->table)
+		munmap(s->table, s->table_bytes);
 	keymap__free(&s->seen);
 	profile__free(&s->rows);
 	free(s->frames);
+	free(s->slot_row);
+	free(s->known);
 	free(s);
 }
 
@@ -369,8 +407,9 @@ void sampler__pause(struct sampler *s, bool paused)
 
 
 /* Render one kernel key into a row, once. A stack with frames that could not
- * be read because the target is gone is counted as unsymbolized instead. */
-static int symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
+ * be read because the target is gone is counted as unsymbolized instead (row
+ * -2). The row, or -1 when out of memory. */
+static long symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
 {
 	struct target *tg = target_of(s, k->pid);
 	struct strbuf stack = {};
@@ -396,7 +435,33 @@ static int symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
 	strbuf__free(&stack);
 	if (row == -2)
 		s->unsymbolized_keys++;
-	return keymap__put(&s->seen, k, sizeof(*k), row);
+	return keymap__put(&s->seen, k, sizeof(*k), row) ? -1 : row;
+}
+
+/* Slot idx of the counts table holds a key: give it its row. */
+static int see_slot(struct sampler *s, __u32 idx)
+{
+	const struct nupp_stack_slot *slot;
+	long row;
+
+	if (idx >= s->table_len || s->slot_row[idx] != -1)
+		return 0;
+	slot = &s->table[idx];
+	if (!__atomic_load_n(&slot->ready, __ATOMIC_ACQUIRE))
+		return 0;
+	row = keymap__get(&s->seen, &slot->key, sizeof(slot->key));
+	if (row == -1)
+		row = symbolize_key(s, &slot->key);
+	if (row == -1)
+		return -ENOMEM;
+	s->slot_row[idx] = row;
+	s->known[s->nknown++] = idx;
+	return 0;
+}
+
+static int on_new_slot(void *ctx, void *data, size_t size)
+{
+	return size == sizeof(__u32) ? see_slot(ctx, *(const __u32 *)data) : 0;
 }
 
 /* Each freed prototype or trace costs the target a uprobe hit (~16 us here:
@@ -436,29 +501,19 @@ static void forget_freed_code(struct sampler *s, struct target *tg)
 
 int sampler__poll(struct sampler *s)
 {
-	int fd = bpf_map__fd(s->skel->maps.counts);
-	struct nupp_stack_key *key = calloc(1, sizeof(*key)), *next = calloc(1, sizeof(*next));
-	void *prev = NULL;
-	int ret = 0;
+	int ret;
 
-	if (!key || !next) {
-		ret = -ENOMEM;
-		goto out;
-	}
 	for (int i = 0; i < s->ntargets; i++)
 		forget_freed_code(s, &s->targets[i]);
-	while (!bpf_map_get_next_key(fd, prev, next)) {
-		if (keymap__get(&s->seen, next, sizeof(*next)) == -1 && symbolize_key(s, next)) {
-			ret = -ENOMEM;
-			break;
-		}
-		*key = *next;
-		prev = key;
-	}
-out:
-	free(key);
-	free(next);
-	return ret;
+	ret = ring_buffer__consume(s->new_slots);
+	if (ret < 0)
+		return ret;
+	/* The ring was full at some point: find the slots it missed. */
+	if (__atomic_exchange_n(&s->skel->bss->new_slots_lost, 0, __ATOMIC_ACQ_REL))
+		for (__u32 idx = 0; idx < s->table_len; idx++)
+			if ((ret = see_slot(s, idx)))
+				return ret;
+	return 0;
 }
 
 /* Sum a per-CPU counter. */
@@ -482,46 +537,40 @@ void sampler__progress(struct sampler *s, __u64 *samples, __u64 *stacks)
 
 int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats *st)
 {
-	int fd = bpf_map__fd(s->skel->maps.counts);
-	struct nupp_stack_key *key = calloc(1, sizeof(*key)), *next = calloc(1, sizeof(*next));
-	struct nupp_stack_counts c;
-	void *prev = NULL;
 	int ret;
 
 	memset(st, 0, sizeof(*st));
 	ret = sampler__poll(s);
-	if (ret || !key || !next)
-		goto out;
-	while (!bpf_map_get_next_key(fd, prev, next)) {
-		long row = keymap__get(&s->seen, next, sizeof(*next));
+	if (ret)
+		return ret;
+	/* Rows are sums: one key may sit in two slots, and keys that render
+	 * alike share a row. */
+	for (size_t i = 0; i < s->rows.nrows; i++)
+		memset(s->rows.rows[i].state, 0, sizeof(s->rows.rows[i].state));
+	for (size_t k = 0; k < s->nknown; k++) {
+		const struct nupp_stack_slot *slot = &s->table[s->known[k]];
+		long row = s->slot_row[s->known[k]];
+		__u64 c[NUPP_ST_MAX], n = 0;
 
-		if (!bpf_map_lookup_elem(fd, next, &c)) {
-			__u64 n = 0;
-
-			for (int i = 0; i < NUPP_ST_MAX; i++)
-				n += c.state[i];
-			if (next->truncated)
-				st->truncated += n;
-			if (row < 0) {
-				st->unsymbolized += n;
-			} else {
-				if (s->rows.rows[row].unreadable)
-					st->unreadable += n;
-				for (int i = 0; i < NUPP_ST_MAX; i++)
-					s->rows.rows[row].state[i] = c.state[i];
-			}
+		for (int i = 0; i < NUPP_ST_MAX; i++)
+			n += c[i] = __atomic_load_n(&slot->state[i], __ATOMIC_RELAXED);
+		if (slot->key.truncated)
+			st->truncated += n;
+		if (row < 0) {
+			st->unsymbolized += n;
+			continue;
 		}
-		*key = *next;
-		prev = key;
+		if (s->rows.rows[row].unreadable)
+			st->unreadable += n;
+		for (int i = 0; i < NUPP_ST_MAX; i++)
+			s->rows.rows[row].state[i] += c[i];
 	}
 	for (size_t i = 0; i < s->rows.nrows; i++) {
 		const struct profile_row *r = &s->rows.rows[i];
 		long at = profile__add(p, r->pid, r->tid, r->g, r->zone, r->stack);
 
-		if (at < 0) {
-			ret = -ENOMEM;
-			goto out;
-		}
+		if (at < 0)
+			return -ENOMEM;
 		memcpy(p->rows[at].state, r->state, sizeof(r->state));
 		p->rows[at].unreadable = r->unreadable;
 	}
@@ -529,8 +578,5 @@ int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats 
 	st->paused = counter(s, NUPP_CNT_PAUSED);
 	for (int i = 0; i < NUPP_ERR_MAX; i++)
 		st->unresolved[i] = counter(s, NUPP_CNT_ERR + i);
-out:
-	free(key);
-	free(next);
-	return ret;
+	return 0;
 }
