@@ -28,58 +28,53 @@
 #define LJ_SITE_SETS	(1 << LJ_SITE_BITS)	/* sets of the call-site cache, */
 #define LJ_SITE_WAYS	2			/* of this many entries each */
 
-/* What a walk learnt of a place in code, kept for the next samples:
- *  - a call site, by its return address (a Lua frame's link): the prototype
- *    whose bytecode holds it, and operand A of the CALL before it (where the
- *    caller's frame lies);
- *  - a trace, by its GCtrace address: the prototype of the frame it runs in
- *    (0 for a side trace, which may start in an inlined callee) and its
- *    start pc.
- * Neither changes while the prototype or trace lives, so an entry holds until
- * one of the process's prototypes or traces is freed and its memory may be
- * reused: the sampler bumps the process's epoch then (uprobes on
- * lj_func_freeproto and lj_trace_free), which retires every entry at once.
- * The cache is per CPU and set-associative by address, the newest entry of a
- * set first; an epoch is unique to one process and attachment, so entries
- * need no pid. */
+/* What a walk learnt of a call site, kept for the next samples: by its
+ * return address (a Lua frame's link), the prototype whose bytecode holds it
+ * and operand A of the CALL before it (where the caller's frame lies).
+ * Bytecode under a CALL never changes while its prototype lives, so an entry
+ * holds until one of the process's prototypes is freed and its memory may be
+ * reused: the sampler bumps the process's epoch then (a uprobe on
+ * lj_func_freeproto), which retires every entry at once. The cache is per
+ * CPU and set-associative by address, the newest entry of a set first; an
+ * epoch is unique to one process and attachment, so entries need no pid. */
 struct lj_site {
-	__u64 addr;		/* return pc or GCtrace *; 0 empty */
+	__u64 pc;		/* the return address; 0 empty */
 	__u64 epoch;		/* the process's epoch when filled */
-	__u64 proto;		/* GCproto of the frame; 0 unknown */
-	__u64 val;		/* operand A of the CALL, or the trace's start pc */
+	__u64 proto;		/* GCproto whose bytecode holds pc */
+	__u64 a;		/* operand A of the CALL before pc */
 };
 
 struct lj_site_set {
 	struct lj_site way[LJ_SITE_WAYS];
 };
 
-static __always_inline __u32 lj_site_set_of(__u64 addr)
+static __always_inline __u32 lj_site_set_of(__u64 pc)
 {
-	return ((__u32)(addr >> 2) * 0x9e3779b1u) >> (32 - LJ_SITE_BITS);
+	return ((__u32)(pc >> 2) * 0x9e3779b1u) >> (32 - LJ_SITE_BITS);
 }
 
-/* The entry for addr valid at epoch, or NULL. */
-static __always_inline const struct lj_site *lj_site_find(struct lj_site_set *sets, __u64 addr,
+/* The entry for pc valid at epoch, or NULL. */
+static __always_inline const struct lj_site *lj_site_find(struct lj_site_set *sets, __u64 pc,
 							 __u64 epoch)
 {
-	struct lj_site_set *set = &sets[lj_site_set_of(addr)];
+	struct lj_site_set *set = &sets[lj_site_set_of(pc)];
 
-	if (set->way[0].addr == addr && set->way[0].epoch == epoch)
+	if (set->way[0].pc == pc && set->way[0].epoch == epoch)
 		return &set->way[0];
-	if (set->way[1].addr == addr && set->way[1].epoch == epoch)
+	if (set->way[1].pc == pc && set->way[1].epoch == epoch)
 		return &set->way[1];
 	return 0;
 }
 
-/* Cache what was learnt of addr, the oldest entry of its set making room. */
-static __always_inline void lj_site_put(struct lj_site_set *sets, __u64 addr, __u64 epoch,
-					__u64 proto, __u64 val)
+/* Cache what pc's bytecode says, the oldest entry of its set making room. */
+static __always_inline void lj_site_put(struct lj_site_set *sets, __u64 pc, __u64 epoch,
+					__u64 proto, __u64 a)
 {
-	struct lj_site_set *set = &sets[lj_site_set_of(addr)];
+	struct lj_site_set *set = &sets[lj_site_set_of(pc)];
 
 	if (set->way[0].epoch == epoch)
 		set->way[1] = set->way[0];
-	set->way[0] = (struct lj_site){ .addr = addr, .epoch = epoch, .proto = proto, .val = val };
+	set->way[0] = (struct lj_site){ .pc = pc, .epoch = epoch, .proto = proto, .a = a };
 }
 
 /* The walk's state: plain numbers. The BPF sampler keeps it in map memory,
@@ -250,7 +245,7 @@ static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_
 		const struct lj_site *st = w->epoch ? lj_site_find(e->sites, link, w->epoch) : 0;
 
 		if (st) {
-			a = st->val;
+			a = st->a;
 			w->next_id = NUPP_FN(NUPP_FN_LUA, st->proto);
 		} else {
 			if (LJ_READ(&ins, 4, link - 4)) {

@@ -61,9 +61,13 @@ struct {
 } new_slots SEC(".maps");
 __u32 new_slots_lost;
 
+/* Allocated as stacks come (they are few and new ones rare): a preallocated
+ * map of --max-stacks large values takes a noticeable time to set up and
+ * tear down. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);		/* userspace sizes it as counts */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);		/* userspace: --max-stacks */
 	__uint(key_size, sizeof(__u64));	/* nupp_stack_key.stack */
 	__uint(value_size, sizeof(struct nupp_frame) * NUPP_MAX_DEPTH);	/* --depth + 1 frames */
 } stacks SEC(".maps");
@@ -207,7 +211,9 @@ static __always_inline struct nupp_proc *proc_of(__u32 pid)
 
 /* A field of the GG_State block: at offset off of GG_State. */
 #define GG_FIELD(p, ggblk, off)	lj_u64_at(ggblk, (off) - (p)->gg_blk, NUPP_GG_BLK)
-/* A field of the running lua_State: from Lblk at offset off - Lfirst. */
+/* A field of the running lua_State: from Lblk at offset off - Lfirst. The mask
+ * is the larger block's; a coroutine's block is NUPP_BLK long, and userspace
+ * keeps the lua_State offsets within it (block_of in user/sampling.c). */
 #define L_FIELD(Lblk, Lfirst, off)	lj_u64_at(Lblk, (off) - (Lfirst), NUPP_GG_BLK)
 
 /* Where the walk starts (frame link slot and top pc) in each VM state
@@ -216,8 +222,7 @@ static __always_inline struct nupp_proc *proc_of(__u32 pid)
  * from its offset Lfirst on (the main one's are in ggblk too). */
 static __always_inline int walk_start(const struct nupp_proc *p, struct pt_regs *regs,
 				      __s32 vmstate, const __u8 *ggblk, const __u8 *Lblk,
-				      __u32 Lfirst, __u8 *hdr, struct lj_site_set *sites,
-				      struct lj_walk *w)
+				      __u32 Lfirst, __u8 *hdr, struct lj_walk *w)
 {
 	const struct lj_layout *lj = &p->lj;
 	__u64 ip = regs->ip, base, cf, saved[2];
@@ -226,35 +231,22 @@ static __always_inline int walk_start(const struct nupp_proc *p, struct pt_regs 
 		/* On trace: BASE at trace entry, in the frame of the function
 		 * where the root trace started; the leaf's pc is the trace's
 		 * start (inlined frames are not materialized). */
-		__u64 traces, T = 0;
-		const struct lj_site *st;
+		/* startpt, startpc .. root: one read (userspace checked
+		 * that they span less than LJ_HDR bytes). */
+		__u32 span = ((lj->T_root + 2 - lj->T_startpt - 1) & (LJ_HDR - 1)) + 1;
+		__u64 traces, T = 0, pt, pc;
 
 		base = GG_FIELD(p, ggblk, lj->gg_g + lj->g_jit_base);
 		traces = GG_FIELD(p, ggblk, lj->gg_j + lj->J_trace);
-		if (lj_read(&T, 8, traces + 8 * (__u64)vmstate))
+		if (lj_read(&T, 8, traces + 8 * (__u64)vmstate) ||
+		    lj_read(hdr, span, (T & LJ_GCVMASK) + lj->T_startpt))
 			return NUPP_ERR_READ + 1;
-		T &= LJ_GCVMASK;
-		st = w->epoch ? lj_site_find(sites, T, w->epoch) : 0;
-		if (st) {
-			w->pc = st->val;
-			w->next_id = st->proto ? NUPP_FN(NUPP_FN_LUA, st->proto) : 0;
-		} else {
-			/* startpt, startpc .. root: one read (userspace checked
-			 * that they span less than LJ_HDR bytes). */
-			__u32 span = ((lj->T_root + 2 - lj->T_startpt - 1) & (LJ_HDR - 1)) + 1;
-			__u64 pt, pc;
-
-			if (lj_read(hdr, span, T + lj->T_startpt))
-				return NUPP_ERR_READ + 1;
-			pt = lj_u64_at(hdr, 0, LJ_HDR) & LJ_GCVMASK;
-			pc = lj_u64_at(hdr, lj->T_startpc - lj->T_startpt, LJ_HDR);
-			if (*(const __u16 *)(hdr + ((lj->T_root - lj->T_startpt) & (LJ_HDR - 2))))
-				pt = 0;		/* a side trace */
-			w->pc = pc ? pc + 4 : 0;	/* links point after the instruction */
-			w->next_id = pt ? NUPP_FN(NUPP_FN_LUA, pt) : 0;
-			if (w->epoch)
-				lj_site_put(sites, T, w->epoch, pt, w->pc);
-		}
+		pt = lj_u64_at(hdr, 0, LJ_HDR) & LJ_GCVMASK;
+		pc = lj_u64_at(hdr, lj->T_startpc - lj->T_startpt, LJ_HDR);
+		if (*(const __u16 *)(hdr + ((lj->T_root - lj->T_startpt) & (LJ_HDR - 2))))
+			pt = 0;		/* a side trace */
+		w->pc = pc ? pc + 4 : 0;	/* links point after the instruction */
+		w->next_id = pt ? NUPP_FN(NUPP_FN_LUA, pt) : 0;
 	} else if (vmstate == LJ_VMST_INTERP && ip >= p->vm_lo && ip < p->vm_hi) {
 		base = regs->dx;			/* BASE */
 		w->pc = regs->bx;			/* PC, already advanced */
@@ -333,7 +325,7 @@ static __always_inline int sample(struct pt_regs *regs)
 		.lj = &p->lj, .frames = sc->frames, .chunk = sc->chunk, .hdr = sc->hdr,
 		.sites = sc->sites,
 	};
-	err = walk_start(p, regs, vmstate, sc->ggblk, Lblk, Lfirst, sc->hdr, sc->sites, w);
+	err = walk_start(p, regs, vmstate, sc->ggblk, Lblk, Lfirst, sc->hdr, w);
 	if (err)
 		return unresolved(err - 1);
 	if (w->f > L_FIELD(Lblk, Lfirst, p->lj.L_maxstack))
@@ -373,12 +365,11 @@ int BPF_PROG(on_tick, struct hrtimer *timer, ktime_t *now)
 	return sample((struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
 }
 
-/* lj_func_freeproto(g, pt) or lj_trace_free(g, T): a prototype or trace is
- * about to be freed and its memory may be reused; retire everything the
- * process's walks cached (lj_walk.h). A plain uprobe: LuaJIT never unwinds
- * through these. */
+/* lj_func_freeproto(g, pt): a prototype is about to be freed and its
+ * bytecode's memory may be reused; retire every call site the process's
+ * walks cached (lj_walk.h). A plain uprobe: LuaJIT never unwinds through it. */
 SEC("uprobe")
-int on_code_free(struct pt_regs *ctx)
+int on_proto_free(struct pt_regs *ctx)
 {
 	__u32 pid = bpf_get_current_pid_tgid() >> 32;
 	struct nupp_proc *p = proc_of(pid);

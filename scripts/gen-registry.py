@@ -45,8 +45,7 @@ SYMBOLS = [
     ("lj_vmevent_call", True),
     ("lj_trace_exit", True),
     ("lj_trace_stitch", True),
-    ("lj_func_freeproto", True),    # the sampler's code cache is retired here,
-    ("lj_trace_free", True),        # and here
+    ("lj_func_freeproto", True),    # the sampler's call-site cache is retired here
     ("trace_start", False),
     ("lj_dispatch_ins", False),
     ("lj_dispatch_profile", False),

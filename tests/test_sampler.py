@@ -263,7 +263,7 @@ def test_code_churn(nupp):
     """codechurn.lua loads, runs and frees chunks churnA and churnB in turn;
     their bytecode takes the memory the other's had, with the call to leaf()
     on a different base register. What the sampler cached of a call site must
-    go with the code (its uprobes on lj_func_freeproto and lj_trace_free),
+    go with the code (its uprobe on lj_func_freeproto),
     and so must the symbolizer's names: every sample resolves, and a stack
     never mixes the two chunks."""
     run = nupp.launch(STOCK_LUAJIT, workload("codechurn.lua"), 3, 0.3)

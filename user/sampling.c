@@ -29,7 +29,7 @@ struct target {
 	struct symbolizer *sym;
 	struct zones *zones;		/* the caller's, NULL until set */
 	struct nupp_proc proc;		/* as configured in the procs map */
-	struct bpf_link *code_free[2];	/* retire the code cache; NULL: no cache */
+	struct bpf_link *proto_free;	/* retires the code cache; NULL: no cache */
 	__u64 seen_epoch;		/* the code epoch the symbolizer's caches hold for */
 	double seen_at;			/* when it was read (CLOCK_MONOTONIC, s) */
 };
@@ -84,12 +84,11 @@ static double monotonic_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Destroying a uprobe link waits for an RCU grace period (~0.1 s here). */
 static void disable_code_cache(struct target *tg)
 {
-	for (int i = 0; i < 2; i++) {
-		bpf_link__destroy(tg->code_free[i]);
-		tg->code_free[i] = NULL;
-	}
+	bpf_link__destroy(tg->proto_free);
+	tg->proto_free = NULL;
 	tg->proc.site_epoch = 0;
 }
 
@@ -194,7 +193,7 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 	s->skel->rodata->counts_mask = s->table_len - 1;
 	bpf_map__set_max_entries(s->skel->maps.counts, s->table_len);
 	bpf_map__set_value_size(s->skel->maps.stacks, s->frames_size);
-	bpf_map__set_max_entries(s->skel->maps.stacks, s->table_len);
+	bpf_map__set_max_entries(s->skel->maps.stacks, o->max_stacks);
 	bpf_program__set_autoload(o->clock == SAMPLER_CLOCK_TICK ? s->skel->progs.on_cpu_clock
 								  : s->skel->progs.on_tick, false);
 	ret = sampler_bpf__load(s->skel);
@@ -290,30 +289,23 @@ static int block_of(const __u32 *offs, int n, __u32 max, __u32 *start, __u32 *le
 	return *len <= max ? 0 : -1;
 }
 
-/* The sampler caches what it learns of call sites and traces (struct lj_site
- * in bpf/lj_walk.h) once probes where LuaJIT frees prototypes and traces
- * retire that cache; a build without these symbols is walked without it
+/* The sampler caches what it learns of call sites (struct lj_site in
+ * bpf/lj_walk.h) once a probe where LuaJIT frees prototypes retires that
+ * cache; a build without the symbol is walked without it
  * (NUPP_NO_CODE_CACHE=1 asks for that too). */
 static void enable_code_cache(struct sampler *s, struct target *tg)
 {
-	static const char *const frees[2] = { "lj_func_freeproto", "lj_trace_free" };
+	LIBBPF_OPTS(bpf_uprobe_opts, uo);
+	__u64 at = lj_target__sym(tg->t, "lj_func_freeproto");
+	__u64 off = at ? lj_target__file_offset(tg->t, at) : 0;
 	__u64 epoch = 0;
 
-	if (getenv("NUPP_NO_CODE_CACHE"))
+	if (!off || getenv("NUPP_NO_CODE_CACHE"))
 		return;
-	for (int i = 0; i < 2; i++) {
-		LIBBPF_OPTS(bpf_uprobe_opts, uo);
-		__u64 at = lj_target__sym(tg->t, frees[i]);
-		__u64 off = at ? lj_target__file_offset(tg->t, at) : 0;
-
-		if (off)
-			tg->code_free[i] = bpf_program__attach_uprobe_opts(
-				s->skel->progs.on_code_free, tg->pid, tg->t->path, off, &uo);
-		if (!tg->code_free[i]) {
-			disable_code_cache(tg);
-			return;
-		}
-	}
+	tg->proto_free = bpf_program__attach_uprobe_opts(s->skel->progs.on_proto_free, tg->pid,
+							 tg->t->path, off, &uo);
+	if (!tg->proto_free)
+		return;
 	/* Unique to this attachment: entries of an earlier process with the
 	 * same pid, or of another, can never match. */
 	while (!epoch)
@@ -464,14 +456,14 @@ static int on_new_slot(void *ctx, void *data, size_t size)
 	return size == sizeof(__u32) ? see_slot(ctx, *(const __u32 *)data) : 0;
 }
 
-/* Each freed prototype or trace costs the target a uprobe hit (~16 us here:
- * the probed instructions are single-stepped). A target that frees code
- * faster than this, e.g. one compiling a chunk per request, is walked without
- * the code cache instead: the reads it saves are worth less. */
-#define CODE_FREES_MAX_PER_S	1000
+/* Each freed prototype costs the target a uprobe hit (~16 us here: the
+ * probed instruction is single-stepped). A target that frees code faster than
+ * this, e.g. one compiling a chunk per request, is walked without the code
+ * cache instead: the reads it saves are worth less. */
+#define PROTO_FREES_MAX_PER_S	1000
 
-/* Prototypes or traces of a target were freed since its last poll (its code
- * epoch moved): what the symbolizer cached by their addresses may now belong
+/* Prototypes of a target were freed since its last poll (its code epoch
+ * moved): what the symbolizer cached by their addresses may now belong
  * to other code. Stacks recorded before the free and first seen after it can
  * still read the new code; polling often keeps that window short. */
 static void forget_freed_code(struct sampler *s, struct target *tg)
@@ -486,8 +478,8 @@ static void forget_freed_code(struct sampler *s, struct target *tg)
 		tg->seen_at = t;
 		return;
 	}
-	if ((now.site_epoch - tg->seen_epoch) > CODE_FREES_MAX_PER_S * (t - tg->seen_at) + 10) {
-		/* Epoch 0 first: no walk trusts the cache once the probes go. */
+	if ((now.site_epoch - tg->seen_epoch) > PROTO_FREES_MAX_PER_S * (t - tg->seen_at) + 10) {
+		/* Epoch 0 first: no walk trusts the cache once the probe goes. */
 		tg->proc.site_epoch = 0;
 		configure(s, tg);
 		disable_code_cache(tg);
