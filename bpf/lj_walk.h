@@ -241,7 +241,12 @@ static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_
 	w->fill_pc = 0;
 	if ((link & LJ_FRAME_TYPE) == LJ_FRAME_LUA) {
 		/* frame_prevl(): the caller's CALL instruction holds the base
-		 * register A; the callee's frame sits 2 + A slots above. */
+		 * register A; the callee's frame sits 2 + A slots above. A Lua
+		 * caller is a frame left: no need to find it past --depth. */
+		if (w->depth >= w->max) {
+			w->truncated = 1;
+			return 1;
+		}
 		const struct lj_site *st = w->epoch ? lj_site_find(e->sites, link, w->epoch) : 0;
 
 		if (st) {
