@@ -45,10 +45,6 @@ struct lj_layout {
 	__u32 L_top;		/* TValue *top */
 	__u32 L_stack;		/* MRef stack */
 	__u32 L_maxstack;	/* MRef maxstack: last free slot */
-	__u32 L_cframe;		/* void *cframe (low 2 bits are flags) */
-	/* interpreter C frame (cframe) */
-	__u32 cf_pc;		/* CFRAME_OFS_PC: SAVE_PC */
-	__u32 cf_L;		/* CFRAME_OFS_L: SAVE_L */
 	/* GCobj header */
 	__u32 gc_gct;		/* u8 gct: ~itype */
 	/* GCfunc */
@@ -83,12 +79,7 @@ struct lj_layout {
 	__u32 J_exitno;		/* ExitNo exitno */
 	__u32 J_penalty;	/* HotPenalty penalty[PENALTY_SLOTS] */
 	__u32 J_errinfo;	/* TValue errinfo */
-	__u32 J_trace;		/* GCRef *trace: traces by number */
 	__u32 J_sizetrace;	/* MSize sizetrace */
-	/* GCtrace */
-	__u32 T_startpt;	/* GCRef startpt */
-	__u32 T_startpc;	/* MRef startpc: points at the loop instruction */
-	__u32 T_root;		/* TraceNo1 root: 0 for a root trace */
 };
 
 #endif /* NUPP_LJ_LAYOUT_H */

@@ -20,7 +20,6 @@ static __always_inline int lj_read(void *dst, __u32 size, __u64 addr)
 #define LJ_READ(dst, size, addr) lj_read(dst, size, addr)
 #include "lj_walk.h"
 
-const volatile __u32 max_depth = 16;	/* --depth, at most NUPP_MAX_SHOWN */
 const volatile __u64 tick_fn;		/* address of the scheduler tick's hrtimer handler */
 volatile __u32 paused;			/* set by userspace: count, don't record */
 
@@ -42,8 +41,6 @@ struct {
 	__type(key, __u32);			/* tid */
 	__type(value, __u64);			/* last global_State validated on it */
 } thread_vm SEC(".maps");
-
-const volatile __u32 counts_mask;	/* slots in counts - 1 */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -78,7 +75,7 @@ struct sampler_scratch {
 	struct nupp_frame frames[NUPP_MAX_DEPTH];	/* the stack, innermost first */
 	__u8 chunk[LJ_CHUNK + 16];	/* a window of the Lua stack */
 	__u8 hdr[LJ_HDR + 8];		/* a GCfunc header */
-	__u8 ggblk[NUPP_GG_BLK + 8];	/* main lua_State, global_State, jit_State fields */
+	__u8 ggblk[NUPP_GG_BLK + 8];	/* main lua_State and global_State fields */
 	__u8 Lblk[NUPP_BLK + 8];	/* a coroutine's lua_State fields */
 	struct lj_walk walk;		/* the walk's state (see lj_walk.h) */
 	struct lj_site_set sites[LJ_SITE_SETS];	/* this CPU's call-site cache */
@@ -163,14 +160,14 @@ static long walk_cb(__u64 i, void *ctx)
 /* Count one sample of key in state st (see struct nupp_stack_slot). A new
  * stack's frames are stored before its slot is ready, so that userspace finds
  * them for every key it sees. 0, or enum nupp_err + 1. */
-static __always_inline int count_stack(const struct nupp_stack_key *key, enum nupp_state st,
-				       const struct nupp_frame *frames)
+static __always_inline int count_stack(const struct nupp_proc *p, const struct nupp_stack_key *key,
+				       enum nupp_state st, const struct nupp_frame *frames)
 {
 	const __u64 *want = (const __u64 *)key;
 	__u32 idx = (__u32)key->stack;
 
 	for (int i = 0; i < NUPP_PROBES; i++, idx++) {
-		__u32 k = idx & counts_mask;
+		__u32 k = idx & p->counts_mask;
 		struct nupp_stack_slot *s = bpf_map_lookup_elem(&counts, &k);
 		const __u64 *have;
 
@@ -216,58 +213,39 @@ static __always_inline struct nupp_proc *proc_of(__u32 pid)
  * keeps the lua_State offsets within it (block_of in user/sampling.c). */
 #define L_FIELD(Lblk, Lfirst, off)	lj_u64_at(Lblk, (off) - (Lfirst), NUPP_GG_BLK)
 
-/* Where the walk starts (frame link slot and top pc) in each VM state
- * (luajit-internals.md §5): L->base is stale while bytecode or a trace runs.
- * ggblk holds the GG_State's fields; the running lua_State's lie in Lblk
- * from its offset Lfirst on (the main one's are in ggblk too). */
-static __always_inline int walk_start(const struct nupp_proc *p, struct pt_regs *regs,
-				      __s32 vmstate, const __u8 *ggblk, const __u8 *Lblk,
-				      __u32 Lfirst, __u8 *hdr, struct lj_walk *w)
+/* The target's user registers the sampler reads (luajit-internals.md §5):
+ * copied out of pt_regs first, so that no load is shared between pt_regs and
+ * map values (the verifier would refuse it). */
+struct vm_regs {
+	__u64 ip;
+	__u64 dispatch;		/* r14: DISPATCH */
+	__u64 base;		/* rdx: BASE, in the interpreter */
+};
+
+/* Where the walk starts: the running function's base in each VM state
+ * (luajit-internals.md §5); L->base is stale while bytecode or a trace runs.
+ * The leaf's pc is left unknown: a frame's pc only names its callee, and the
+ * leaf has none (and a key without it is shared by every sample of the stack).
+ * ggblk holds the GG_State's fields; the running lua_State's lie in Lblk from
+ * its offset Lfirst on (the main one's are in ggblk too). */
+static __always_inline __u64 walk_base(const struct nupp_proc *p, const struct vm_regs *regs,
+				       __s32 vmstate, const __u8 *ggblk, const __u8 *Lblk,
+				       __u32 Lfirst)
 {
 	const struct lj_layout *lj = &p->lj;
-	__u64 ip = regs->ip, base, cf, saved[2];
 
-	if (vmstate >= 0) {
-		/* On trace: BASE at trace entry, in the frame of the function
-		 * where the root trace started; the leaf's pc is the trace's
-		 * start (inlined frames are not materialized). */
-		/* startpt, startpc .. root: one read (userspace checked
-		 * that they span less than LJ_HDR bytes). */
-		__u32 span = ((lj->T_root + 2 - lj->T_startpt - 1) & (LJ_HDR - 1)) + 1;
-		__u64 traces, T = 0, pt, pc;
-
-		base = GG_FIELD(p, ggblk, lj->gg_g + lj->g_jit_base);
-		traces = GG_FIELD(p, ggblk, lj->gg_j + lj->J_trace);
-		if (lj_read(&T, 8, traces + 8 * (__u64)vmstate) ||
-		    lj_read(hdr, span, (T & LJ_GCVMASK) + lj->T_startpt))
-			return NUPP_ERR_READ + 1;
-		pt = lj_u64_at(hdr, 0, LJ_HDR) & LJ_GCVMASK;
-		pc = lj_u64_at(hdr, lj->T_startpc - lj->T_startpt, LJ_HDR);
-		if (*(const __u16 *)(hdr + ((lj->T_root - lj->T_startpt) & (LJ_HDR - 2))))
-			pt = 0;		/* a side trace */
-		w->pc = pc ? pc + 4 : 0;	/* links point after the instruction */
-		w->next_id = pt ? NUPP_FN(NUPP_FN_LUA, pt) : 0;
-	} else if (vmstate == LJ_VMST_INTERP && ip >= p->vm_lo && ip < p->vm_hi) {
-		base = regs->dx;			/* BASE */
-		w->pc = regs->bx;			/* PC, already advanced */
-	} else {
-		/* C function, GC, recorder, or a helper called by the VM: the VM
-		 * synced L->base before calling out, and saved PC in the cframe. */
-		base = L_FIELD(Lblk, Lfirst, lj->L_base);
-		cf = L_FIELD(Lblk, Lfirst, lj->L_cframe) & ~3ULL;
-		w->pc = 0;
-		/* SAVE_L and SAVE_PC are adjacent; SAVE_PC == SAVE_L means no pc. */
-		if (vmstate != LJ_VMST_C && cf && lj->cf_pc == lj->cf_L + 8 &&
-		    !lj_read(saved, 16, cf + lj->cf_L) && saved[1] != saved[0])
-			w->pc = saved[1];
-	}
-	w->f = base - 8;
-	if (w->f <= w->bot)
-		return NUPP_ERR_BAD_BASE + 1;
-	return 0;
+	/* On trace: BASE at trace entry, in the frame of the function where
+	 * the trace started (frames inlined into it do not exist in memory). */
+	if (vmstate >= 0)
+		return GG_FIELD(p, ggblk, lj->gg_g + lj->g_jit_base);
+	if (vmstate == LJ_VMST_INTERP && regs->ip >= p->vm_lo && regs->ip < p->vm_hi)
+		return regs->base;
+	/* C function, GC, recorder, or a helper called by the VM: the VM synced
+	 * L->base before calling out. */
+	return L_FIELD(Lblk, Lfirst, lj->L_base);
 }
 
-static __always_inline int sample(struct pt_regs *regs)
+static __always_inline int sample(const struct vm_regs *regs)
 {
 	__u64 id = bpf_get_current_pid_tgid(), g, GG, L;
 	__u32 pid = id >> 32, tid = (__u32)id, zero = 0;
@@ -292,7 +270,7 @@ static __always_inline int sample(struct pt_regs *regs)
 	sc = bpf_map_lookup_elem(&scratch, &zero);
 	if (!sc)
 		return 0;
-	g = find_vm(p, regs->r14, tid);
+	g = find_vm(p, regs->dispatch, tid);
 	if (!g)
 		return unresolved(NUPP_ERR_NO_VM);
 	/* The fields of the VM in one read, and a coroutine's in another.
@@ -319,16 +297,14 @@ static __always_inline int sample(struct pt_regs *regs)
 	w->bot = L_FIELD(Lblk, Lfirst, p->lj.L_stack) + 8;
 	w->epoch = p->site_epoch;
 	/* One frame more than shown: the caller names the outermost one. */
-	w->max = (max_depth < NUPP_MAX_SHOWN ? max_depth : NUPP_MAX_SHOWN) + 1;
+	w->max = p->max_frames;
 	wc.w = w;
 	wc.env = (struct lj_walk_env){
 		.lj = &p->lj, .frames = sc->frames, .chunk = sc->chunk, .hdr = sc->hdr,
 		.sites = sc->sites,
 	};
-	err = walk_start(p, regs, vmstate, sc->ggblk, Lblk, Lfirst, sc->hdr, w);
-	if (err)
-		return unresolved(err - 1);
-	if (w->f > L_FIELD(Lblk, Lfirst, p->lj.L_maxstack))
+	w->f = walk_base(p, regs, vmstate, sc->ggblk, Lblk, Lfirst) - 8;	/* link slot */
+	if (w->f <= w->bot || w->f > L_FIELD(Lblk, Lfirst, p->lj.L_maxstack))
 		return unresolved(NUPP_ERR_BAD_BASE);
 	bpf_loop(NUPP_MAX_DEPTH, walk_cb, &wc, 0);
 	if (w->err)
@@ -344,14 +320,31 @@ static __always_inline int sample(struct pt_regs *regs)
 	key->depth = w->depth;
 	key->truncated = w->depth == w->max;	/* more frames than --depth */
 	key->stack = lj_walk_hash_end(w->hash) | 1;	/* 0 marks a free slot */
-	err = count_stack(key, state_of(vmstate), sc->frames);
+	err = count_stack(p, key, state_of(vmstate), sc->frames);
 	return err ? unresolved(err - 1) : 0;
 }
+
+/* Loads from pt_regs into r, each pinned to its own branch: the compiler
+ * would otherwise share one load between two kinds of pointer, which the
+ * verifier refuses. */
+#define VM_REGS(r, regs) do {							\
+	__u64 ip_ = (regs)->ip, d_ = (regs)->r14, b_ = (regs)->dx;		\
+	asm volatile("" : "+r"(ip_), "+r"(d_), "+r"(b_));			\
+	(r) = (struct vm_regs){ .ip = ip_, .dispatch = d_, .base = b_ };	\
+} while (0)
 
 SEC("perf_event")
 int on_cpu_clock(struct bpf_perf_event_data *ctx)
 {
-	return sample((struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
+	struct vm_regs r;
+
+	/* Interrupted in user mode, the interrupt's registers are the task's
+	 * user registers: no helper call needed to find them. */
+	if (ctx->regs.csx & 3)
+		VM_REGS(r, &ctx->regs);
+	else
+		VM_REGS(r, (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
+	return sample(&r);
 }
 
 /* The scheduler tick: the hrtimer that runs it expires in hard interrupt
@@ -360,9 +353,12 @@ int on_cpu_clock(struct bpf_perf_event_data *ctx)
 SEC("tp_btf/hrtimer_expire_entry")
 int BPF_PROG(on_tick, struct hrtimer *timer, ktime_t *now)
 {
+	struct vm_regs r;
+
 	if ((__u64)timer->function != tick_fn)
 		return 0;
-	return sample((struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
+	VM_REGS(r, (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
+	return sample(&r);
 }
 
 /* lj_func_freeproto(g, pt): a prototype is about to be freed and its

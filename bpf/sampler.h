@@ -92,21 +92,27 @@ struct nupp_stack_slot {
 #define NUPP_MAX_TARGETS	64	/* target processes of one sampler */
 
 #define NUPP_BLK	256	/* bytes of a lua_State read at once */
-#define NUPP_GG_BLK	2048	/* bytes of a GG_State read at once */
+#define NUPP_GG_BLK	1024	/* bytes of a GG_State read at once */
 #define LJ_HDR		64	/* bytes of a GCfunc header, or of GCtrace fields, read at once */
 
-/* Per target process, written by userspace at attach. */
+/* Per target process, written by userspace at attach. Every sample reads
+ * it, on a cache that the interrupted program has made cold: the fields a
+ * sample needs come first (those of lj too), so that they share few lines,
+ * and the sampler's own settings are copied here rather than read from
+ * rodata, which would be a line more. */
 struct nupp_proc {
-	struct lj_layout lj;
-	__u32 gg_blk, gg_len;	/* the fields of the main lua_State, global_State
-				 * and jit_State the sampler needs lie in
-				 * [GG + gg_blk, + gg_len), gg_len <= NUPP_GG_BLK */
-	__u32 L_blk, L_len;	/* a lua_State's in [L + L_blk, + L_len), L_len <= NUPP_BLK */
-	__u64 vm_lo, vm_hi;	/* interpreter code range (lj_vm_asm_begin..) */
 	__u64 g;		/* the process's only VM, 0 when several or unknown */
-	__u64 zone_cur;		/* address of the target's u32 current zone id, 0 none */
 	__u64 site_epoch;	/* call-site cache epoch (lj_walk.h), bumped when a
 				 * prototype is freed; 0: no cache for this process */
+	__u64 zone_cur;		/* address of the target's u32 current zone id, 0 none */
+	__u64 vm_lo, vm_hi;	/* interpreter code range (lj_vm_asm_begin..) */
+	__u32 gg_blk, gg_len;	/* the fields of the main lua_State and the
+				 * global_State the sampler needs lie in
+				 * [GG + gg_blk, + gg_len), gg_len <= NUPP_GG_BLK */
+	__u32 L_blk, L_len;	/* a lua_State's in [L + L_blk, + L_len), L_len <= NUPP_BLK */
+	__u32 max_frames;	/* frames a walk keeps: --depth + 1, at most NUPP_MAX_DEPTH */
+	__u32 counts_mask;	/* slots of the counts table - 1 */
+	struct lj_layout lj;
 };
 
 /* Process-wide counters (per-CPU array, index enum nupp_counter). */

@@ -83,9 +83,6 @@ LAYOUT = {
     "L_top": "offsetof(lua_State, top)",
     "L_stack": "offsetof(lua_State, stack)",
     "L_maxstack": "offsetof(lua_State, maxstack)",
-    "L_cframe": "offsetof(lua_State, cframe)",
-    "cf_pc": "CFRAME_OFS_PC",
-    "cf_L": "CFRAME_OFS_L",
     "gc_gct": "offsetof(GChead, gct)",
     "fn_ffid": "offsetof(GCfuncL, ffid)",
     "fn_pc": "offsetof(GCfuncL, pc)",
@@ -115,11 +112,7 @@ LAYOUT = {
     "J_exitno": "offsetof(jit_State, exitno)",
     "J_penalty": "offsetof(jit_State, penalty)",
     "J_errinfo": "offsetof(jit_State, errinfo)",
-    "J_trace": "offsetof(jit_State, trace)",
     "J_sizetrace": "offsetof(jit_State, sizetrace)",
-    "T_startpt": "offsetof(GCtrace, startpt)",
-    "T_startpc": "offsetof(GCtrace, startpc)",
-    "T_root": "offsetof(GCtrace, root)",
 }
 
 # Printed for information (--print) and sanity checks; not stored.

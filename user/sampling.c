@@ -163,7 +163,6 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 		snprintf(err, errsz, "failed to open the sampler BPF object: %s", strerror(errno));
 		goto fail;
 	}
-	s->skel->rodata->max_depth = o->depth;
 	if (o->clock == SAMPLER_CLOCK_TICK) {
 		s->skel->rodata->tick_fn = tick_handler();
 		if (!s->skel->rodata->tick_fn) {
@@ -190,7 +189,6 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 	}
 	for (size_t i = 0; i < s->table_len; i++)
 		s->slot_row[i] = -1;
-	s->skel->rodata->counts_mask = s->table_len - 1;
 	bpf_map__set_max_entries(s->skel->maps.counts, s->table_len);
 	bpf_map__set_value_size(s->skel->maps.stacks, s->frames_size);
 	bpf_map__set_max_entries(s->skel->maps.stacks, o->max_stacks);
@@ -318,20 +316,18 @@ static void enable_code_cache(struct sampler *s, struct target *tg)
 int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err, size_t errsz)
 {
 	const struct lj_layout *lj = &t->layout;
-	const __u32 Lf[] = { lj->L_base, lj->L_stack, lj->L_maxstack, lj->L_cframe };
+	const __u32 Lf[] = { lj->L_base, lj->L_stack, lj->L_maxstack };
 	/* The main lua_State is the first member of GG_State. */
 	const __u32 ggf[] = {
-		lj->L_base, lj->L_stack, lj->L_maxstack, lj->L_cframe,
+		lj->L_base, lj->L_stack, lj->L_maxstack,
 		lj->gg_g + lj->g_vmstate, lj->gg_g + lj->g_cur_L, lj->gg_g + lj->g_jit_base,
-		lj->gg_j + lj->J_trace,
 	};
 	__u32 gg_blk, gg_len, L_blk, L_len;
 	struct target *tg;
 
 	/* The sampler reads these fields in one block each. */
-	if (block_of(ggf, 8, NUPP_GG_BLK, &gg_blk, &gg_len) ||
-	    block_of(Lf, 4, NUPP_BLK, &L_blk, &L_len) || L_blk < gg_blk ||
-	    lj->T_root + 2 - lj->T_startpt > LJ_HDR || lj->T_startpc - lj->T_startpt > LJ_HDR - 8) {
+	if (block_of(ggf, sizeof(ggf) / sizeof(ggf[0]), NUPP_GG_BLK, &gg_blk, &gg_len) ||
+	    block_of(Lf, sizeof(Lf) / sizeof(Lf[0]), NUPP_BLK, &L_blk, &L_len) || L_blk < gg_blk) {
 		snprintf(err, errsz, "the LuaJIT layout of PID %d spreads the VM's fields wider "
 			 "than the sampler reads at once", t->pid);
 		return -1;
@@ -354,6 +350,8 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err,
 		.vm_lo = t->vm_lo,
 		.vm_hi = t->vm_hi,
 		.g = t->ngs == 1 ? t->gs[0] : 0,
+		.max_frames = s->frames_size / sizeof(struct nupp_frame),
+		.counts_mask = s->table_len - 1,
 	};
 	tg->sym = symbolizer__new(lj_target__build(t), procmem__reader(&tg->pid));
 	if (!tg->sym) {
