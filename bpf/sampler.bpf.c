@@ -71,13 +71,14 @@ struct {
 
 /* Per-CPU scratch: too big for the 512-byte BPF stack. */
 struct sampler_scratch {
-	struct nupp_stack_key key;
-	struct nupp_frame frames[NUPP_MAX_DEPTH];	/* the stack, innermost first */
-	__u8 chunk[LJ_CHUNK + 16];	/* a window of the Lua stack */
-	__u8 hdr[LJ_HDR + 8];		/* a GCfunc header */
-	__u8 ggblk[NUPP_GG_BLK + 8];	/* main lua_State and global_State fields */
-	__u8 Lblk[NUPP_BLK + 8];	/* a coroutine's lua_State fields */
+	/* What every sample touches first, together. */
 	struct lj_walk walk;		/* the walk's state (see lj_walk.h) */
+	struct nupp_stack_key key;
+	__u8 hdr[LJ_HDR + 8];		/* a GCfunc header */
+	struct nupp_frame frames[NUPP_MAX_DEPTH];	/* the stack, innermost first */
+	__u8 ggblk[NUPP_GG_BLK + 8];	/* main lua_State and global_State fields */
+	__u8 chunk[LJ_CHUNK + 16];	/* a window of the Lua stack */
+	__u8 Lblk[NUPP_BLK + 8];	/* a coroutine's lua_State fields */
 	struct lj_site_set sites[LJ_SITE_SETS];	/* this CPU's call-site cache */
 };
 
@@ -141,20 +142,6 @@ static __always_inline enum nupp_state state_of(__s32 vmstate)
 	case LJ_VMST_GC: return NUPP_ST_GC;
 	default: return NUPP_ST_COMPILING;	/* EXIT, RECORD, OPT, ASM: as lj_profile counts them */
 	}
-}
-
-/* bpf_loop's context must be on the stack: the walk's state in map memory,
- * and its buffers. */
-struct walk_ctx {
-	struct lj_walk *w;
-	struct lj_walk_env env;
-};
-
-static long walk_cb(__u64 i, void *ctx)
-{
-	struct walk_ctx *c = ctx;
-
-	return lj_walk_step(c->w, &c->env);
 }
 
 /* Count one sample of key in state st (see struct nupp_stack_slot). A new
@@ -252,7 +239,7 @@ static __always_inline int sample(const struct vm_regs *regs)
 	struct sampler_scratch *sc;
 	struct nupp_stack_key *key;
 	struct nupp_proc *p;
-	struct walk_ctx wc;
+	struct lj_walk_env env;
 	struct lj_walk *w;
 	const __u8 *Lblk;
 	__u32 Lfirst;
@@ -298,15 +285,20 @@ static __always_inline int sample(const struct vm_regs *regs)
 	w->epoch = p->site_epoch;
 	/* One frame more than shown: the caller names the outermost one. */
 	w->max = p->max_frames;
-	wc.w = w;
-	wc.env = (struct lj_walk_env){
+	env = (struct lj_walk_env){
 		.lj = &p->lj, .frames = sc->frames, .chunk = sc->chunk, .hdr = sc->hdr,
 		.sites = sc->sites,
 	};
 	w->f = walk_base(p, regs, vmstate, sc->ggblk, Lblk, Lfirst) - 8;	/* link slot */
 	if (w->f <= w->bot || w->f > L_FIELD(Lblk, Lfirst, p->lj.L_maxstack))
 		return unresolved(NUPP_ERR_BAD_BASE);
-	bpf_loop(NUPP_MAX_DEPTH, walk_cb, &wc, 0);
+	/* A bounded loop, not bpf_loop(): no call per frame. The verifier
+	 * checks each of its NUPP_MAX_DEPTH turns, but the walk's state lives
+	 * in map memory, where it tracks no values: one turn is a few hundred
+	 * instructions to verify, and nothing multiplies. */
+	for (__u32 i = 0; i < NUPP_MAX_DEPTH; i++)
+		if (lj_walk_step(w, &env))
+			break;
 	if (w->err)
 		return unresolved(w->err - 1);
 	if (!w->depth)
@@ -328,7 +320,8 @@ static __always_inline int sample(const struct vm_regs *regs)
  * would otherwise share one load between two kinds of pointer, which the
  * verifier refuses. */
 #define VM_REGS(r, regs) do {							\
-	__u64 ip_ = (regs)->ip, d_ = (regs)->r14, b_ = (regs)->dx;		\
+	const struct pt_regs *rg_ = (regs);					\
+	__u64 ip_ = rg_->ip, d_ = rg_->r14, b_ = rg_->dx;			\
 	asm volatile("" : "+r"(ip_), "+r"(d_), "+r"(b_));			\
 	(r) = (struct vm_regs){ .ip = ip_, .dispatch = d_, .base = b_ };	\
 } while (0)
