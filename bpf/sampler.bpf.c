@@ -184,6 +184,8 @@ static __always_inline int count_stack(const struct nupp_proc *p, const struct n
 /* The configuration of target process pid, NULL for any other process. */
 static __always_inline struct nupp_proc *proc_of(__u32 pid)
 {
+	if (!pid)		/* an idle CPU: touch nothing more */
+		return NULL;
 	for (__u32 i = 0; i < NUPP_MAX_TARGETS; i++) {
 		if (!target_tgid[i])
 			break;
@@ -232,23 +234,20 @@ static __always_inline __u64 walk_base(const struct nupp_proc *p, const struct v
 	return L_FIELD(Lblk, Lfirst, lj->L_base);
 }
 
-static __always_inline int sample(const struct vm_regs *regs)
+/* One sample of thread id (pid_tgid) of the target process p. */
+static __always_inline int sample(struct nupp_proc *p, __u64 id, const struct vm_regs *regs)
 {
-	__u64 id = bpf_get_current_pid_tgid(), g, GG, L;
 	__u32 pid = id >> 32, tid = (__u32)id, zero = 0;
 	struct sampler_scratch *sc;
 	struct nupp_stack_key *key;
-	struct nupp_proc *p;
 	struct lj_walk_env env;
+	__u64 g, GG, L;
 	struct lj_walk *w;
 	const __u8 *Lblk;
 	__u32 Lfirst;
 	__s32 vmstate;
 	int err;
 
-	p = proc_of(pid);
-	if (!p)
-		return 0;
 	count(NUPP_CNT_SAMPLES);
 	if (paused) {
 		count(NUPP_CNT_PAUSED);
@@ -326,18 +325,24 @@ static __always_inline int sample(const struct vm_regs *regs)
 	(r) = (struct vm_regs){ .ip = ip_, .dispatch = d_, .base = b_ };	\
 } while (0)
 
+/* Every CPU runs the sampler for whatever task it interrupted: a task of
+ * another process returns after the pid and one cache line of target_tgid. */
 SEC("perf_event")
 int on_cpu_clock(struct bpf_perf_event_data *ctx)
 {
+	__u64 id = bpf_get_current_pid_tgid();
+	struct nupp_proc *p = proc_of(id >> 32);
 	struct vm_regs r;
 
+	if (!p)
+		return 0;
 	/* Interrupted in user mode, the interrupt's registers are the task's
 	 * user registers: no helper call needed to find them. */
 	if (ctx->regs.csx & 3)
 		VM_REGS(r, &ctx->regs);
 	else
 		VM_REGS(r, (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
-	return sample(&r);
+	return sample(p, id, &r);
 }
 
 /* The scheduler tick: the hrtimer that runs it expires in hard interrupt
@@ -346,12 +351,18 @@ int on_cpu_clock(struct bpf_perf_event_data *ctx)
 SEC("tp_btf/hrtimer_expire_entry")
 int BPF_PROG(on_tick, struct hrtimer *timer, ktime_t *now)
 {
+	struct nupp_proc *p;
 	struct vm_regs r;
+	__u64 id;
 
 	if ((__u64)timer->function != tick_fn)
 		return 0;
+	id = bpf_get_current_pid_tgid();
+	p = proc_of(id >> 32);
+	if (!p)
+		return 0;
 	VM_REGS(r, (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
-	return sample(&r);
+	return sample(p, id, &r);
 }
 
 /* lj_func_freeproto(g, pt): a prototype is about to be freed and its

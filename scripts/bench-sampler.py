@@ -368,7 +368,7 @@ def bpf_cost_one(a, args):
     time.sleep(0.4)
     s1 = prog_stats(progs)
     idle_runs = s1[0][2] - s0[0][2] if s0 and s1 else 0
-    other_ns = (s1[0][1] - s0[0][1]) / idle_runs if idle_runs else None
+    other_ns = (s1[0][1] - s0[0][1]) / idle_runs if idle_runs else 0
     tgt.stdin.write("\n")
     tgt.stdin.close()
     time.sleep(0.5)			# past the first frames, down at 60 deep
@@ -385,7 +385,7 @@ def bpf_cost_one(a, args):
     run_ns = s2[0][1] - s1[0][1]
     runs = s2[0][2] - s1[0][2]
     samples = max(c2 - c1, 1)
-    est = None if other_ns is None else (run_ns - other_ns * (runs - samples)) / samples
+    est = (run_ns - other_ns * (runs - samples)) / samples
     m = re.search(r"(\d+) samples had deeper stacks", text)
     return {"per_sample_ns": run_ns / samples, "est_ns": est, "other_ns": other_ns,
             "runs": runs, "samples": samples, "truncated": bool(m)}

@@ -103,6 +103,8 @@ static int attach_cpu_clock(struct sampler *s, const struct sampler_opts *o, cha
 		 * rate from the first sample on, where freq mode adapts slowly. */
 		.sample_period = o->freq_hz ? 1000000000ULL / o->freq_hz
 					    : (__u64)o->period_us * 1000,
+		/* An idle CPU runs no target: no program run there. */
+		.exclude_idle = 1,
 	};
 
 	s->links = calloc(ncpu, sizeof(*s->links));
