@@ -105,6 +105,7 @@ struct lj_walk_env {
 	__u8 *chunk;			/* LJ_CHUNK + 16 bytes: a window of the Lua stack */
 	__u8 *hdr;			/* LJ_HDR + 8 bytes: a GCfunc header */
 	struct lj_site_set *sites;	/* LJ_SITE_SETS sets */
+	struct lj_site *recent;		/* NUPP_MAX_DEPTH sites: by depth, the last found there */
 };
 
 /* The u64 at byte off of buf, a power-of-two size plus 8 bytes of slack.
@@ -247,7 +248,15 @@ static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_
 			w->truncated = 1;
 			return 1;
 		}
-		const struct lj_site *st = w->epoch ? lj_site_find(e->sites, link, w->epoch) : 0;
+		struct lj_site *rc = &e->recent[w->depth & (NUPP_MAX_DEPTH - 1)];
+		const struct lj_site *st = 0;
+
+		if (w->epoch) {
+			if (rc->pc == link && rc->epoch == w->epoch)
+				st = rc;
+			else if ((st = lj_site_find(e->sites, link, w->epoch)))
+				*rc = *st;
+		}
 
 		if (st) {
 			a = st->a;

@@ -79,6 +79,7 @@ struct sampler_scratch {
 	__u8 ggblk[NUPP_GG_BLK + 8];	/* main lua_State and global_State fields */
 	__u8 chunk[LJ_CHUNK + 16];	/* a window of the Lua stack */
 	__u8 Lblk[NUPP_BLK + 8];	/* a coroutine's lua_State fields */
+	struct lj_site recent[NUPP_MAX_DEPTH];	/* its entries last found at each depth */
 	struct lj_site_set sites[LJ_SITE_SETS];	/* this CPU's call-site cache */
 };
 
@@ -286,7 +287,7 @@ static __always_inline int sample(struct nupp_proc *p, __u64 id, const struct vm
 	w->max = p->max_frames;
 	env = (struct lj_walk_env){
 		.lj = &p->lj, .frames = sc->frames, .chunk = sc->chunk, .hdr = sc->hdr,
-		.sites = sc->sites,
+		.sites = sc->sites, .recent = sc->recent,
 	};
 	w->f = walk_base(p, regs, vmstate, sc->ggblk, Lblk, Lfirst) - 8;	/* link slot */
 	if (w->f <= w->bot || w->f > L_FIELD(Lblk, Lfirst, p->lj.L_maxstack))

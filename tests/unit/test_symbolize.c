@@ -91,10 +91,12 @@ static unsigned walk_once(lua_State *L, struct nupp_frame *frames, __u64 epoch, 
 {
 	static __u8 chunk[LJ_CHUNK + 16], hdr[LJ_HDR + 8];
 	static struct lj_site_set sites[LJ_SITE_SETS];
+	static struct lj_site recent[NUPP_MAX_DEPTH];
 	const struct lj_layout *lj = &T.b->layout;
 	__u64 l = (__u64)(unsigned long)L;
 	const struct lj_walk_env env = {
 		.lj = lj, .frames = frames, .chunk = chunk, .hdr = hdr, .sites = sites,
+		.recent = recent,
 	};
 
 	*w = (struct lj_walk){
