@@ -175,6 +175,8 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 	}
 	/* Stacks hold exactly --depth frames and the caller of the outermost. */
 	s->frames_size = (o->depth + 1) * sizeof(struct nupp_frame);
+	s->skel->rodata->walk_turns = 2 * (o->depth + 1) < NUPP_MAX_DEPTH ? 2 * (o->depth + 1)
+									   : NUPP_MAX_DEPTH;
 	s->frames = calloc(1, s->frames_size);
 	if (!s->frames) {
 		snprintf(err, errsz, "out of memory");
