@@ -18,6 +18,11 @@ Runs as root (BPF, perf events, kernel.bpf_stats_enabled). Four parts:
 and replaces its own section of docs/benchmarks.md (between the marker
 comments), leaving the sections of the other benchmark scripts alone.
 
+    bench-sampler.py --bpf-only [--compare NUPP]   the bpf cost part alone
+    bench-sampler.py --concurrent NUPP[@DEPTH] ...   builds attached to one
+             target at once, at rates a few Hz apart: ratios of time per
+             sample that hold still on a noisy machine
+
     bench-sampler.py --floor HZ   (used by the script itself) holds one
              cpu-clock perf_event per CPU at HZ with no BPF program attached,
              prints "ready", and sleeps until SIGTERM: the cost of the timer
@@ -422,6 +427,60 @@ def bpf_only(a):
         log("%-28s %s  (estimate, median of %d)" % (c, line, a.bpf_rounds))
 
 
+def bpf_concurrent(a):
+    """Builds side by side on one target at once, each at a slightly different
+    rate so that their timers drift through every phase of each other (a
+    program that runs just after another finds its caches warmer). What varies
+    from minute to minute on a shared machine then varies for all builds
+    alike: the ratio of one round is steadier than the times of separate runs,
+    though the absolute times are lower than with one profiler (see bpf cost)."""
+    builds = a.concurrent
+    rates = [997 - 6 * i for i in range(len(builds))]
+    res = {b: [] for b in builds}
+    for rnd in range(a.bpf_rounds):
+        tgt = subprocess.Popen(driver_cmd(a, "deep", extra=["--scale=%g" % (a.bpf_window + 1.5)]),
+                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, text=True)
+        order = random.sample(range(len(builds)), len(builds))
+        profs = []
+        for i, b in enumerate(builds):
+            nupp, _, depth = b.partition("@")
+            cmd = [nupp, "record", "-p", str(tgt.pid), "-o", "/dev/null",
+                   "-F", str(rates[order[i]]), "--depth", depth or "16"]
+            prof = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            wait_polling(prof.pid, prof, "nupp-bpf")
+            profs.append(prof)
+        progs = [held_bpf_ids(p.pid)[1] for p in profs]
+        counters = [Counters(p.pid) for p in profs]
+        # Let the last one settle: started just before the target, one build
+        # measured up to three times its cost in the first round.
+        time.sleep(1.0)
+        tgt.stdin.write("\n")
+        tgt.stdin.close()
+        time.sleep(0.5)
+        s1 = [prog_stats(p) for p in progs]
+        c1 = [c.samples() for c in counters]
+        time.sleep(a.bpf_window)
+        s2 = [prog_stats(p) for p in progs]
+        c2 = [c.samples() for c in counters]
+        for c in counters:
+            c.close()
+        tgt.kill()
+        tgt.wait()
+        for p in profs:
+            p.wait()
+        for i, b in enumerate(builds):
+            if not s1[i] or not s2[i] or c1[i] is None or c2[i] is None:
+                die("could not read the run time or counters of %s" % b)
+            res[b].append((s2[i][0][1] - s1[i][0][1]) / max(c2[i] - c1[i], 1))
+        log("round %d: %s" % (rnd + 1, "  ".join("%.0f" % res[b][-1] for b in builds)))
+    first = res[builds[0]]
+    for b in builds:
+        ratios = [x / y for x, y in zip(res[b], first)]
+        log("%-40s %6.0f ns per sample (median of %d); ratio to the first, median of rounds: %.2f"
+            % (b, med(res[b]), a.bpf_rounds, med(ratios)))
+
+
 # --- attach latency ------------------------------------------------------------
 
 def latency_one(a):
@@ -687,6 +746,9 @@ def main():
     p.add_argument("--compare", metavar="NUPP",
                    help="with --bpf-only: also measure this other nupp-bpf build, runs "
                         "interleaved with --nupp's, and print the ratio of the medians")
+    p.add_argument("--concurrent", nargs="+", metavar="NUPP[@DEPTH]",
+                   help="only compare the BPF run time per sample of these builds, attached "
+                        "to one target at once (the first is the reference; DEPTH default 16)")
     p.add_argument("--floor", type=int, metavar="HZ", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.floor:
@@ -709,6 +771,9 @@ def main():
             f.write("1")
         if a.bpf_only:
             bpf_only(a)
+            return
+        if a.concurrent:
+            bpf_concurrent(a)
             return
         lat = latency(a)
         bcost = bpf_cost(a)
