@@ -629,7 +629,8 @@ def write_report(a, info, runs, bcost, lat, started):
           "(`bpftool -j prog show id ID`), Δ samples counted for the target (index 0 of its "
           "`counters` map). *upper bound* charges all run time to the target's samples (also the "
           "runs that found another task and returned at once). *other task* = run time per run "
-          "measured for 0.4 s before the target is released, when every run finds another task; "
+          "measured for 0.4 s before the target is released, when every run finds another task "
+          "(0 when there is none: an idle CPU does not run the program); "
           "*estimate* = (Δrun_time_ns − other task × (Δrun_cnt − Δsamples)) / Δsamples. "
           "Median of %d runs." % (a.bpf_window, a.bpf_rounds), "",
           "| ARGS | per sample, upper bound (ns) | per sample, estimate (ns) | other task (ns) "
@@ -733,7 +734,7 @@ def main():
     global args_luajit
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--bpf-rounds", type=int, default=3)
+    p.add_argument("--bpf-rounds", type=int, default=5)
     p.add_argument("--bpf-window", type=float, default=1.5)
     p.add_argument("--latency-reps", type=int, default=5)
     p.add_argument("--nupp", default=os.path.join(ROOT, "build/nupp-bpf"))
