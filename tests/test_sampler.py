@@ -437,13 +437,15 @@ def test_root_cuts_and_merges(root_runs):
 
 
 @pytest.mark.parametrize("depth", [1, 3, 16, "max"])
-def test_depth(nupp, depth):
+@pytest.mark.parametrize("shape", ["deep", "deep_varargs"])
+def test_depth(nupp, shape, depth):
     """shapes.lua deep spins 31 calls deep: --depth N keeps the innermost N
     frames of dumpstack's stack (all of them when N is larger), and the
-    summary counts the samples it cut."""
+    summary counts the samples it cut. deep_varargs is as deep through a
+    vararg function, whose pseudo-frames cost the walk a step each."""
     if depth == "max":
         depth = max_depth()
-    run = nupp.launch(STOCK_LUAJIT, workload("shapes.lua"), "deep", 1, extra=("--depth", depth))
+    run = nupp.launch(STOCK_LUAJIT, workload("shapes.lua"), shape, 1, extra=("--depth", depth))
     assert run.returncode == 0, run
     full = dumpstack_of(run.stdout)
     assert len(full) > 16, full

@@ -184,6 +184,17 @@ function shapes.recursion() rec(10) end
 -- deeper than the default --depth 16
 function shapes.deep() rec(30) end
 
+-- as deep, through a vararg function: each level adds a vararg pseudo-frame,
+-- which a walk steps over without keeping
+local function va_rec(n, ...)
+  if n > 0 then va_rec(n - 1, n, ...) return n end
+  io.write("stack ", profile.dumpstack("F;", -50), "\n") io.flush()
+  local deadline = clock() + dur
+  repeat for i = 1, 20000 do sink = sink + i end until clock() > deadline
+  return select("#", ...)
+end
+function shapes.deep_varargs() va_rec(30) end
+
 local run = assert(shapes[shape], "unknown shape " .. shape)
 run()
 print(("sink %d"):format(sink % 2))
