@@ -78,8 +78,8 @@ static __always_inline void lj_site_put(struct lj_site_set *sets, __u64 pc, __u6
 }
 
 /* The walk's state: plain numbers. The BPF sampler keeps it in map memory,
- * where the verifier does not track values, so that bpf_loop's callback is
- * verified in one pass instead of once per distinct state. */
+ * where the verifier does not track values, so that every turn of its loop
+ * looks alike to the verifier instead of splitting into distinct states. */
 struct lj_walk {
 	__u64 L;		/* lua_State * whose stack is walked */
 	__u64 f;		/* current frame's link slot */
