@@ -22,6 +22,7 @@
 #include "sampler.h"
 
 #define LJ_CHUNK	1024	/* bytes of Lua stack read at once; a power of two */
+#define LJ_HDR		64	/* bytes of a GCfunc header read at once */
 #define LJ_GCT_FUNC	8	/* ~LJ_TFUNC: the gct byte of a GCfunc */
 #define LJ_ITYPE_FUNC	0x1fff7	/* LJ_TFUNC: a GC64 TValue's top 17 bits for a function */
 #define LJ_SITE_BITS	8
@@ -88,7 +89,6 @@ struct lj_walk {
 	__u64 chunk_lo;		/* target address of the stack window, 0 when empty */
 	__u32 depth;		/* frames emitted */
 	__u32 max;		/* at most this many frames */
-	__u32 truncated;	/* stopped at max with frames left */
 	__s32 err;		/* enum nupp_err + 1, 0 when fine */
 	__u64 epoch;		/* the process's site epoch; 0: no cache */
 	__u64 next_id;		/* the next frame's identity, when known already; 0 unknown */
@@ -200,10 +200,8 @@ static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_
 
 	if (w->f <= w->bot)
 		return 1;
-	if (w->depth >= w->max) {
-		w->truncated = 1;
+	if (w->depth >= w->max)		/* more frames than kept */
 		return 1;
-	}
 	if (lj_walk_slots(w, e, &fn, &link)) {
 		w->err = NUPP_ERR_READ + 1;
 		return 1;
@@ -244,10 +242,8 @@ static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_
 		/* frame_prevl(): the caller's CALL instruction holds the base
 		 * register A; the callee's frame sits 2 + A slots above. A Lua
 		 * caller is a frame left: no need to find it past --depth. */
-		if (w->depth >= w->max) {
-			w->truncated = 1;
+		if (w->depth >= w->max)
 			return 1;
-		}
 		struct lj_site *rc = &e->recent[w->depth & (NUPP_MAX_DEPTH - 1)];
 		const struct lj_site *st = 0;
 

@@ -71,7 +71,7 @@ struct nupp_stack_key {
 	__u64 g;		/* global_State * of the VM */
 	__u32 zone;		/* zone path id open in the target, 0 none */
 	__u16 depth;		/* frames used, at most --depth + 1 */
-	__u16 truncated;	/* 1: the walk stopped at --depth; frame depth - 1
+	__u16 truncated;	/* 1: the stack goes on past frame depth - 1, which
 				 * is only the caller of the outermost shown one */
 	__u64 stack;		/* hash of the frames, never 0: key of the stacks map */
 };
@@ -93,7 +93,6 @@ struct nupp_stack_slot {
 
 #define NUPP_BLK	256	/* bytes of a lua_State read at once */
 #define NUPP_GG_BLK	1024	/* bytes of a GG_State read at once */
-#define LJ_HDR		64	/* bytes of a GCfunc header, or of GCtrace fields, read at once */
 
 /* Per target process, written by userspace at attach. Every sample reads
  * it, on a cache that the interrupted program has made cold: the fields a

@@ -550,33 +550,27 @@ def test_trace_csv_is_rfc4180(tmp_path):
 
 
 def test_trace_benign_left_out_by_default(tmp_path):
+    # The abort corpus's unroll.lua: a short recursion called from a hot loop,
+    # whose side trace back into the loop reaches the loop unroll limit.
+    with open(os.path.join(TOP, "tests", "aborts", "unroll.lua")) as f:
+        unroll_src = f.read().replace("print(s)", "return s")
     src = PRELUDE + """
         local benign = %s
         local s = profile.trace({includeBenign = benign})
-        -- A short recursion called from a hot loop: the side trace following
-        -- it back into the loop reaches the loop unroll limit. Hot counters
-        -- are shared and penalties randomized, so a try can miss it: five
-        -- fresh copies of the loop, each with its own bytecode.
-        local code = [[
-          local function r(n)
-            if n == 0 then return 0 end
-            return 1 + r(n - 1)
-          end
-          local t = 0
-          for _ = 1, 200 do t = t + r(3) end
-          return t
-        ]]
+        -- Hot counters are shared and penalties randomized, so a try can
+        -- miss the abort: five fresh copies, each with its own bytecode.
+        local code = [==[UNROLL]==]
         for _ = 1, 5 do assert(loadstring(code, "=unroll"))() end
         T.emit(rep(s:stop()))
     """
-    off = run_lua(tmp_path, src % "nil")
-    on = run_lua(tmp_path, src % "true")
+    off = run_lua(tmp_path, (src % "nil").replace("UNROLL", unroll_src))
+    on = run_lua(tmp_path, (src % "true").replace("UNROLL", unroll_src))
     assert not off["sites"] and off["totalAborts"] == 0
     assert on["totalAborts"] >= 1
     unroll = [s for s in on["sites"] if s["reason"] == "loop unroll limit reached"]
     assert unroll and all(s["severity"] == "info" and s["reasonClass"] == "stop" for s in unroll)
     assert unroll[0]["reasonId"] == "trace.loop-unroll"
-    assert {s["location"] for s in unroll} == {"unroll:6"}
+    assert {s["location"] for s in unroll} == {"unroll:%d" % line_of(unroll_src, "for _ = 1, 200")}
     assert on["totalAborts"] == sum(s["count"] for s in on["sites"])
 
 

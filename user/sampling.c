@@ -331,7 +331,7 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err,
 
 	/* The sampler reads these fields in one block each. */
 	if (block_of(ggf, sizeof(ggf) / sizeof(ggf[0]), NUPP_GG_BLK, &gg_blk, &gg_len) ||
-	    block_of(Lf, sizeof(Lf) / sizeof(Lf[0]), NUPP_BLK, &L_blk, &L_len) || L_blk < gg_blk) {
+	    block_of(Lf, sizeof(Lf) / sizeof(Lf[0]), NUPP_BLK, &L_blk, &L_len)) {
 		snprintf(err, errsz, "the LuaJIT layout of PID %d spreads the VM's fields wider "
 			 "than the sampler reads at once", t->pid);
 		return -1;

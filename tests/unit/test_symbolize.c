@@ -109,8 +109,8 @@ static unsigned walk_once(lua_State *L, struct nupp_frame *frames, __u64 epoch, 
 	site_reads = 0;
 	while (!lj_walk_step(w, &env))
 		;
-	if (w->err || w->truncated)
-		fprintf(stderr, "    walk: err %d truncated %u\n", w->err, w->truncated);
+	if (w->err || w->depth == w->max)
+		fprintf(stderr, "    walk: err %d, %u frames (the most kept)\n", w->err, w->depth);
 	return site_reads;
 }
 
