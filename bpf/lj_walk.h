@@ -9,12 +9,12 @@
  * their link slot f = base - 1; dummy frames (func == L) and vararg
  * pseudo-frames are skipped, as dumpstack skips them.
  *
- * Reads are what a sample costs (each bpf_probe_read_user is ~0.1 us on a
+ * Reads are what a sample costs (each bpf_probe_read_user is 0.1-0.5 us on a
  * VM, whatever its size), so there are few of them: the Lua stack is read
  * LJ_CHUNK bytes at a time (one read covers many frames), and what a frame
  * needs beyond the stack - its function's header and, for a frame called from
- * Lua, the caller's CALL instruction - is looked up first in a cache of call
- * sites (struct lj_site), which turns a walk of known code into no reads.
+ * Lua, the caller's CALL instruction - is looked up first in caches (struct
+ * lj_memo), which turn a walk of known code into no reads.
  */
 #ifndef NUPP_LJ_WALK_H
 #define NUPP_LJ_WALK_H
@@ -25,57 +25,66 @@
 #define LJ_HDR		64	/* bytes of a GCfunc header read at once */
 #define LJ_GCT_FUNC	8	/* ~LJ_TFUNC: the gct byte of a GCfunc */
 #define LJ_ITYPE_FUNC	0x1fff7	/* LJ_TFUNC: a GC64 TValue's top 17 bits for a function */
+
+/* The walk's caches, per CPU, set-associative by address (the newest entry of
+ * a set first), hold what a walk learnt of an address of the target:
+ *   call sites	by a Lua frame's return address (its link), the prototype
+ *		whose bytecode holds it and operand A of the CALL before it
+ *		(where the caller's frame lies);
+ *   functions	by a GCfunc's address (a frame's func slot), what it runs
+ *		(struct nupp_frame.fn).
+ * Neither changes while the object lives, and LuaJIT frees objects only in
+ * the sweep of a GC cycle, after its atomic phase. An object a walk finds in
+ * use - on the running thread's stack - was reachable at the last atomic
+ * phase or is younger than it, so that sweep keeps it: its memory can hold
+ * something else only after a later atomic phase. The sampler bumps the
+ * process's GC epoch there (a uprobe on lj_gc_separateudata, which the atomic
+ * phase and lua_close call), which retires every entry at once. An epoch is
+ * unique to one process and attachment, so entries need no pid. */
+#define LJ_MEMO_WAYS	2
 #define LJ_SITE_BITS	8
-#define LJ_SITE_SETS	(1 << LJ_SITE_BITS)	/* sets of the call-site cache, */
-#define LJ_SITE_WAYS	2			/* of this many entries each */
+#define LJ_SITE_SETS	(1 << LJ_SITE_BITS)	/* sets of the call-site cache */
+#define LJ_FN_BITS	6
+#define LJ_FN_SETS	(1 << LJ_FN_BITS)	/* sets of the function cache */
 
-/* What a walk learnt of a call site, kept for the next samples: by its
- * return address (a Lua frame's link), the prototype whose bytecode holds it
- * and operand A of the CALL before it (where the caller's frame lies).
- * Bytecode under a CALL never changes while its prototype lives, so an entry
- * holds until one of the process's prototypes is freed and its memory may be
- * reused: the sampler bumps the process's epoch then (a uprobe on
- * lj_func_freeproto), which retires every entry at once. The cache is per
- * CPU and set-associative by address, the newest entry of a set first; an
- * epoch is unique to one process and attachment, so entries need no pid. */
-struct lj_site {
-	__u64 pc;		/* the return address; 0 empty */
-	__u64 epoch;		/* the process's epoch when filled */
-	__u64 proto;		/* GCproto whose bytecode holds pc */
-	__u64 a;		/* operand A of the CALL before pc */
+struct lj_memo {
+	__u64 addr;		/* 0 empty */
+	__u64 epoch;		/* the process's GC epoch when filled */
+	__u64 v;		/* call site: its GCproto; function: its identity */
+	__u64 a;		/* call site: operand A of the CALL before it */
 };
 
-struct lj_site_set {
-	struct lj_site way[LJ_SITE_WAYS];
+struct lj_memo_set {
+	struct lj_memo way[LJ_MEMO_WAYS];
 };
 
-static __always_inline __u32 lj_site_set_of(__u64 pc)
+static __always_inline __u32 lj_memo_set_of(__u64 addr, unsigned bits)
 {
-	return ((__u32)(pc >> 2) * 0x9e3779b1u) >> (32 - LJ_SITE_BITS);
+	return ((__u32)(addr >> 2) * 0x9e3779b1u) >> (32 - bits);
 }
 
-/* The entry for pc valid at epoch, or NULL. */
-static __always_inline const struct lj_site *lj_site_find(struct lj_site_set *sets, __u64 pc,
-							 __u64 epoch)
+/* The entry for addr valid at epoch, or NULL. */
+static __always_inline const struct lj_memo *lj_memo_find(struct lj_memo_set *sets, unsigned bits,
+							  __u64 addr, __u64 epoch)
 {
-	struct lj_site_set *set = &sets[lj_site_set_of(pc)];
+	struct lj_memo_set *set = &sets[lj_memo_set_of(addr, bits)];
 
-	if (set->way[0].pc == pc && set->way[0].epoch == epoch)
+	if (set->way[0].addr == addr && set->way[0].epoch == epoch)
 		return &set->way[0];
-	if (set->way[1].pc == pc && set->way[1].epoch == epoch)
+	if (set->way[1].addr == addr && set->way[1].epoch == epoch)
 		return &set->way[1];
 	return 0;
 }
 
-/* Cache what pc's bytecode says, the oldest entry of its set making room. */
-static __always_inline void lj_site_put(struct lj_site_set *sets, __u64 pc, __u64 epoch,
-					__u64 proto, __u64 a)
+/* Remember what addr holds, the oldest entry of its set making room. */
+static __always_inline void lj_memo_put(struct lj_memo_set *sets, unsigned bits, __u64 addr,
+					__u64 epoch, __u64 v, __u64 a)
 {
-	struct lj_site_set *set = &sets[lj_site_set_of(pc)];
+	struct lj_memo_set *set = &sets[lj_memo_set_of(addr, bits)];
 
 	if (set->way[0].epoch == epoch)
 		set->way[1] = set->way[0];
-	set->way[0] = (struct lj_site){ .pc = pc, .epoch = epoch, .proto = proto, .a = a };
+	set->way[0] = (struct lj_memo){ .addr = addr, .epoch = epoch, .v = v, .a = a };
 }
 
 /* The walk's state: plain numbers. The BPF sampler keeps it in map memory,
@@ -90,7 +99,7 @@ struct lj_walk {
 	__u32 depth;		/* frames emitted */
 	__u32 max;		/* at most this many frames */
 	__s32 err;		/* enum nupp_err + 1, 0 when fine */
-	__u64 epoch;		/* the process's site epoch; 0: no cache */
+	__u64 epoch;		/* the process's GC epoch; 0: no caches */
 	__u64 next_id;		/* the next frame's identity, when known already; 0 unknown */
 	__u64 fill_pc;		/* a site read but not yet cached: its pc, */
 	__u64 fill_a;		/* and its CALL's operand A; the proto comes with the next frame */
@@ -104,8 +113,9 @@ struct lj_walk_env {
 	struct nupp_frame *frames;	/* NUPP_MAX_DEPTH frames */
 	__u8 *chunk;			/* LJ_CHUNK + 16 bytes: a window of the Lua stack */
 	__u8 *hdr;			/* LJ_HDR + 8 bytes: a GCfunc header */
-	struct lj_site_set *sites;	/* LJ_SITE_SETS sets */
-	struct lj_site *recent;		/* NUPP_MAX_DEPTH sites: by depth, the last found there */
+	struct lj_memo_set *sites;	/* LJ_SITE_SETS sets of call sites */
+	struct lj_memo_set *fns;	/* LJ_FN_SETS sets of functions */
+	struct lj_memo *recent;		/* NUPP_MAX_DEPTH call sites: by depth, the last found there */
 };
 
 /* The u64 at byte off of buf, a power-of-two size plus 8 bytes of slack.
@@ -160,10 +170,10 @@ static __always_inline __u64 lj_walk_hash_end(__u64 h)
 	return h ^ (h >> 27);
 }
 
-/* The stable identity of GCfunc fn (struct nupp_frame.fn); 0 when it cannot
- * be read or is not a function (w->err says which). */
-static __always_inline __u64 lj_walk_fn_id(struct lj_walk *w, const struct lj_walk_env *e,
-					   __u64 fn)
+/* The stable identity of GCfunc fn (struct nupp_frame.fn), from its header;
+ * 0 when it cannot be read or is not a function (w->err says which). */
+static __always_inline __u64 lj_walk_fn_read(struct lj_walk *w, const struct lj_walk_env *e,
+					     __u64 fn)
 {
 	const struct lj_layout *lj = e->lj;
 	__u64 v;
@@ -189,6 +199,24 @@ static __always_inline __u64 lj_walk_fn_id(struct lj_walk *w, const struct lj_wa
 	}
 	/* A Lua function's pc is proto_bc(pt): the bytecode follows the proto. */
 	return ffid ? NUPP_FN(NUPP_FN_C, v) : NUPP_FN(NUPP_FN_LUA, v - lj->pt_size);
+}
+
+/* The same, from the function cache when it can: only for a slot tagged as a
+ * function, which a frame in use holds (struct lj_memo). */
+static __always_inline __u64 lj_walk_fn_id(struct lj_walk *w, const struct lj_walk_env *e,
+					   __u64 fn, int tagged_fn)
+{
+	const struct lj_memo *m = 0;
+	__u64 id;
+
+	if (tagged_fn && w->epoch)
+		m = lj_memo_find(e->fns, LJ_FN_BITS, fn, w->epoch);
+	if (m)
+		return m->v;
+	id = lj_walk_fn_read(w, e, fn);
+	if (id && tagged_fn && w->epoch)
+		lj_memo_put(e->fns, LJ_FN_BITS, fn, w->epoch, id, 0);
+	return id;
 }
 
 /* Emit the frame at w->f and move to the one below it. 0: go on, 1: stop. */
@@ -225,11 +253,12 @@ static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_
 
 		/* A cached identity needs the slot to hold a function still. */
 		if (!id || !tagged_fn) {
-			id = lj_walk_fn_id(w, e, fn);
+			id = lj_walk_fn_id(w, e, fn, tagged_fn);
 			if (!id)
 				return 1;
 			if (w->fill_pc && w->fill_pc == w->pc && NUPP_FN_KIND(id) == NUPP_FN_LUA)
-				lj_site_put(e->sites, w->pc, w->epoch, NUPP_FN_VALUE(id), w->fill_a);
+				lj_memo_put(e->sites, LJ_SITE_BITS, w->pc, w->epoch,
+					    NUPP_FN_VALUE(id), w->fill_a);
 		}
 		fr->fn = id;
 		fr->pc = w->pc | call;
@@ -244,19 +273,19 @@ static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_
 		 * caller is a frame left: no need to find it past --depth. */
 		if (w->depth >= w->max)
 			return 1;
-		struct lj_site *rc = &e->recent[w->depth & (NUPP_MAX_DEPTH - 1)];
-		const struct lj_site *st = 0;
+		struct lj_memo *rc = &e->recent[w->depth & (NUPP_MAX_DEPTH - 1)];
+		const struct lj_memo *st = 0;
 
 		if (w->epoch) {
-			if (rc->pc == link && rc->epoch == w->epoch)
+			if (rc->addr == link && rc->epoch == w->epoch)
 				st = rc;
-			else if ((st = lj_site_find(e->sites, link, w->epoch)))
+			else if ((st = lj_memo_find(e->sites, LJ_SITE_BITS, link, w->epoch)))
 				*rc = *st;
 		}
 
 		if (st) {
 			a = st->a;
-			w->next_id = NUPP_FN(NUPP_FN_LUA, st->proto);
+			w->next_id = NUPP_FN(NUPP_FN_LUA, st->v);
 		} else {
 			if (LJ_READ(&ins, 4, link - 4)) {
 				w->err = NUPP_ERR_READ + 1;

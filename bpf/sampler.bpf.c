@@ -82,8 +82,9 @@ struct sampler_scratch {
 	__u8 ggblk[NUPP_GG_BLK + 8];	/* main lua_State and global_State fields */
 	__u8 chunk[LJ_CHUNK + 16];	/* a window of the Lua stack */
 	__u8 Lblk[NUPP_BLK + 8];	/* a coroutine's lua_State fields */
-	struct lj_site recent[NUPP_MAX_DEPTH];	/* its entries last found at each depth */
-	struct lj_site_set sites[LJ_SITE_SETS];	/* this CPU's call-site cache */
+	struct lj_memo recent[NUPP_MAX_DEPTH];	/* call sites last found at each depth */
+	struct lj_memo_set sites[LJ_SITE_SETS];	/* this CPU's caches (lj_walk.h) */
+	struct lj_memo_set fns[LJ_FN_SETS];
 };
 
 struct {
@@ -238,10 +239,11 @@ static __always_inline __u64 walk_base(const struct nupp_proc *p, const struct v
 	return L_FIELD(Lblk, Lfirst, lj->L_base);
 }
 
-/* One sample of thread id (pid_tgid) of the target process p. */
-static __always_inline int sample(struct nupp_proc *p, __u64 id, const struct vm_regs *regs)
+/* One sample of task, a thread of the target process p. */
+static __always_inline int sample(struct nupp_proc *p, struct task_struct *task,
+				  const struct vm_regs *regs)
 {
-	__u32 pid = id >> 32, tid = (__u32)id, zero = 0;
+	__u32 pid = task->tgid, tid = task->pid, zero = 0;
 	struct sampler_scratch *sc;
 	struct nupp_stack_key *key;
 	struct lj_walk_env env;
@@ -286,12 +288,12 @@ static __always_inline int sample(struct nupp_proc *p, __u64 id, const struct vm
 	__builtin_memset(w, 0, sizeof(*w));
 	w->L = L;
 	w->bot = L_FIELD(Lblk, Lfirst, p->lj.L_stack) + 8;
-	w->epoch = p->site_epoch;
+	w->epoch = p->gc_epoch;
 	/* One frame more than shown: the caller names the outermost one. */
 	w->max = p->max_frames;
 	env = (struct lj_walk_env){
 		.lj = &p->lj, .frames = sc->frames, .chunk = sc->chunk, .hdr = sc->hdr,
-		.sites = sc->sites, .recent = sc->recent,
+		.sites = sc->sites, .fns = sc->fns, .recent = sc->recent,
 	};
 	w->f = walk_base(p, regs, vmstate, sc->ggblk, Lblk, Lfirst) - 8;	/* link slot */
 	if (w->f <= w->bot || w->f > L_FIELD(Lblk, Lfirst, p->lj.L_maxstack))
@@ -332,12 +334,14 @@ static __always_inline int sample(struct nupp_proc *p, __u64 id, const struct vm
 } while (0)
 
 /* Every CPU runs the sampler for whatever task it interrupted: a task of
- * another process returns after the pid and one cache line of target_tgid. */
+ * another process returns after its tgid and one cache line of target_tgid.
+ * One helper call finds the task; its tgid, pid and (in kernel mode) user
+ * registers follow from it. */
 SEC("perf_event")
 int on_cpu_clock(struct bpf_perf_event_data *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	struct nupp_proc *p = proc_of(id >> 32);
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct nupp_proc *p = proc_of(task->tgid);
 	struct vm_regs r;
 
 	if (!p)
@@ -347,8 +351,8 @@ int on_cpu_clock(struct bpf_perf_event_data *ctx)
 	if (ctx->regs.csx & 3)
 		VM_REGS(r, &ctx->regs);
 	else
-		VM_REGS(r, (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
-	return sample(p, id, &r);
+		VM_REGS(r, (struct pt_regs *)bpf_task_pt_regs(task));
+	return sample(p, task, &r);
 }
 
 /* The scheduler tick: the hrtimer that runs it expires in hard interrupt
@@ -357,31 +361,31 @@ int on_cpu_clock(struct bpf_perf_event_data *ctx)
 SEC("tp_btf/hrtimer_expire_entry")
 int BPF_PROG(on_tick, struct hrtimer *timer, ktime_t *now)
 {
+	struct task_struct *task;
 	struct nupp_proc *p;
 	struct vm_regs r;
-	__u64 id;
 
 	if ((__u64)timer->function != tick_fn)
 		return 0;
-	id = bpf_get_current_pid_tgid();
-	p = proc_of(id >> 32);
+	task = bpf_get_current_task_btf();
+	p = proc_of(task->tgid);
 	if (!p)
 		return 0;
-	VM_REGS(r, (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
-	return sample(p, id, &r);
+	VM_REGS(r, (struct pt_regs *)bpf_task_pt_regs(task));
+	return sample(p, task, &r);
 }
 
-/* lj_func_freeproto(g, pt): a prototype is about to be freed and its
- * bytecode's memory may be reused; retire every call site the process's
- * walks cached (lj_walk.h). A plain uprobe: LuaJIT never unwinds through it. */
+/* lj_gc_separateudata(g, all): called in the atomic phase of every GC cycle,
+ * before its sweep frees anything, and by lua_close before it frees all.
+ * What the process's walks cached may be freed from now on: retire it
+ * (lj_walk.h). A plain uprobe: LuaJIT never unwinds through it. */
 SEC("uprobe")
-int on_proto_free(struct pt_regs *ctx)
+int on_gc_cycle(struct pt_regs *ctx)
 {
-	__u32 pid = bpf_get_current_pid_tgid() >> 32;
-	struct nupp_proc *p = proc_of(pid);
+	struct nupp_proc *p = proc_of(bpf_get_current_pid_tgid() >> 32);
 
-	if (p && p->site_epoch)
-		__sync_fetch_and_add(&p->site_epoch, 1);
+	if (p && p->gc_epoch)
+		__sync_fetch_and_add(&p->gc_epoch, 1);
 	return 0;
 }
 

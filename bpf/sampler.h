@@ -101,8 +101,8 @@ struct nupp_stack_slot {
  * rodata, which would be a line more. */
 struct nupp_proc {
 	__u64 g;		/* the process's only VM, 0 when several or unknown */
-	__u64 site_epoch;	/* call-site cache epoch (lj_walk.h), bumped when a
-				 * prototype is freed; 0: no cache for this process */
+	__u64 gc_epoch;		/* the walk caches' epoch (lj_walk.h), bumped at
+				 * each GC cycle's atomic phase; 0: no caches */
 	__u64 zone_cur;		/* address of the target's u32 current zone id, 0 none */
 	__u64 vm_lo, vm_hi;	/* interpreter code range (lj_vm_asm_begin..) */
 	__u32 gg_blk, gg_len;	/* the fields of the main lua_State and the

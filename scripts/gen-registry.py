@@ -45,7 +45,7 @@ SYMBOLS = [
     ("lj_vmevent_call", True),
     ("lj_trace_exit", True),
     ("lj_trace_stitch", True),
-    ("lj_func_freeproto", True),    # the sampler's call-site cache is retired here
+    ("lj_gc_separateudata", True),  # the sampler's walk caches are retired here (each GC cycle)
     ("trace_start", False),
     ("lj_dispatch_ins", False),
     ("lj_dispatch_profile", False),

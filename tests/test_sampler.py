@@ -263,7 +263,7 @@ def test_code_churn(nupp):
     """codechurn.lua loads, runs and frees chunks churnA and churnB in turn;
     their bytecode takes the memory the other's had, with the call to leaf()
     on a different base register. What the sampler cached of a call site must
-    go with the code (its uprobe on lj_func_freeproto),
+    go with the code (retired at each GC cycle by its uprobe on lj_gc_separateudata),
     and so must the symbolizer's names: every sample resolves, and a stack
     never mixes the two chunks."""
     run = nupp.launch(STOCK_LUAJIT, workload("codechurn.lua"), 3, 0.3)
@@ -279,6 +279,33 @@ def test_code_churn(nupp):
         if stack.endswith((":mid;churnA:leaf", ":mid;churnB:leaf")):
             seen |= chunks
     assert seen == {"A", "B"}, f"leaf() of both chunks sampled:\n{run.output.read_text()}"
+
+
+@pytest.mark.parametrize("mode", ["jit", "nojit"])
+def test_closure_churn(nupp, mode):
+    """closurechurn.lua makes, runs and collects closures of two prototypes
+    in turn (closA's under phaseA, closB's under phaseB), and a new closure
+    of one takes the memory of the last one of the other. What the sampler
+    cached of a closure's address must be retired with the GC cycle that
+    freed it: phaseA's leaf is always closA's function, phaseB's closB's. With
+    the epoch bump removed, about half of one phase's samples carry the other
+    chunk's leaf."""
+    run = nupp.launch(STOCK_LUAJIT, workload("closurechurn.lua"), 2, 0.2, mode)
+    assert run.returncode == 0, run
+    m = re.search(r"^phases (\d+), reused (\d+)$", run.stdout, re.M)
+    assert m and int(m[2]) >= 2, f"no closure took another's memory: nothing tested\n{run}"
+    assert run.unresolved_fraction() <= 0.01, run.stderr
+    leaves = {"A": 0, "B": 0}
+    for stack, count in run.rows:
+        fr = frames(stack)
+        for ph in "AB":
+            if "closurechurn.lua:phase" + ph in fr and fr[-1].split(":")[0] in ("closA", "closB"):
+                assert fr[-1] == f"clos{ph}:f", \
+                    f"{count} samples of phase{ph} name another closure's function: " \
+                    f"{stack}\n{run.output.read_text()}"
+                leaves[ph] += count
+    assert min(leaves.values()) >= 0.3 * total(run.rows), \
+        f"each phase's leaf sampled (~half the run each): {leaves}\n{run.output.read_text()}"
 
 
 def test_target_gone_is_counted(nupp):

@@ -29,8 +29,8 @@ struct target {
 	struct symbolizer *sym;
 	struct zones *zones;		/* the caller's, NULL until set */
 	struct nupp_proc proc;		/* as configured in the procs map */
-	struct bpf_link *proto_free;	/* retires the code cache; NULL: no cache */
-	__u64 seen_epoch;		/* the code epoch the symbolizer's caches hold for */
+	struct bpf_link *gc_probe;	/* retires the walk caches; NULL: no caches */
+	__u64 seen_epoch;		/* the GC epoch the symbolizer's caches hold for */
 	double seen_at;			/* when it was read (CLOCK_MONOTONIC, s) */
 };
 
@@ -85,11 +85,11 @@ static double monotonic_s(void)
 }
 
 /* Destroying a uprobe link waits for an RCU grace period (~0.1 s here). */
-static void disable_code_cache(struct target *tg)
+static void disable_walk_caches(struct target *tg)
 {
-	bpf_link__destroy(tg->proto_free);
-	tg->proto_free = NULL;
-	tg->proc.site_epoch = 0;
+	bpf_link__destroy(tg->gc_probe);
+	tg->gc_probe = NULL;
+	tg->proc.gc_epoch = 0;
 }
 
 static int attach_cpu_clock(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
@@ -242,7 +242,7 @@ void sampler__close(struct sampler *s)
 	free(s->links);
 	sampler_bpf__destroy(s->skel);
 	for (int i = 0; i < s->ntargets; i++) {
-		disable_code_cache(&s->targets[i]);
+		disable_walk_caches(&s->targets[i]);
 		symbolizer__free(s->targets[i].sym);
 	}
 	ring_buffer__free(s->new_slots);
@@ -291,29 +291,29 @@ static int block_of(const __u32 *offs, int n, __u32 max, __u32 *start, __u32 *le
 	return *len <= max ? 0 : -1;
 }
 
-/* The sampler caches what it learns of call sites (struct lj_site in
- * bpf/lj_walk.h) once a probe where LuaJIT frees prototypes retires that
- * cache; a build without the symbol is walked without it
- * (NUPP_NO_CODE_CACHE=1 asks for that too). */
-static void enable_code_cache(struct sampler *s, struct target *tg)
+/* The sampler caches what it learns of call sites and functions (struct
+ * lj_memo in bpf/lj_walk.h) once a probe on the atomic phase of LuaJIT's GC
+ * cycles retires those caches; a build without the symbol is walked without
+ * them (NUPP_NO_CODE_CACHE=1 asks for that too). */
+static void enable_walk_caches(struct sampler *s, struct target *tg)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo);
-	__u64 at = lj_target__sym(tg->t, "lj_func_freeproto");
+	__u64 at = lj_target__sym(tg->t, "lj_gc_separateudata");
 	__u64 off = at ? lj_target__file_offset(tg->t, at) : 0;
 	__u64 epoch = 0;
 
 	if (!off || getenv("NUPP_NO_CODE_CACHE"))
 		return;
-	tg->proto_free = bpf_program__attach_uprobe_opts(s->skel->progs.on_proto_free, tg->pid,
-							 tg->t->path, off, &uo);
-	if (!tg->proto_free)
+	tg->gc_probe = bpf_program__attach_uprobe_opts(s->skel->progs.on_gc_cycle, tg->pid,
+						       tg->t->path, off, &uo);
+	if (!tg->gc_probe)
 		return;
 	/* Unique to this attachment: entries of an earlier process with the
 	 * same pid, or of another, can never match. */
 	while (!epoch)
 		if (getrandom(&epoch, sizeof(epoch), 0) != sizeof(epoch))
 			epoch = ((__u64)getpid() << 32 | (__u32)tg->pid) ^ (__u64)time(NULL) << 20;
-	tg->proc.site_epoch = tg->seen_epoch = epoch;
+	tg->proc.gc_epoch = tg->seen_epoch = epoch;
 	tg->seen_at = monotonic_s();
 }
 
@@ -362,10 +362,10 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err,
 		snprintf(err, errsz, "out of memory");
 		return -1;
 	}
-	enable_code_cache(s, tg);
+	enable_walk_caches(s, tg);
 	if (configure(s, tg)) {
 		snprintf(err, errsz, "failed to configure PID %d: %s", t->pid, strerror(errno));
-		disable_code_cache(tg);
+		disable_walk_caches(tg);
 		symbolizer__free(tg->sym);
 		return -1;
 	}
@@ -458,37 +458,39 @@ static int on_new_slot(void *ctx, void *data, size_t size)
 	return size == sizeof(__u32) ? see_slot(ctx, *(const __u32 *)data) : 0;
 }
 
-/* Each freed prototype costs the target a uprobe hit (~16 us here: the
- * probed instruction is single-stepped). A target that frees code faster than
- * this, e.g. one compiling a chunk per request, is walked without the code
- * cache instead: the reads it saves are worth less. */
-#define PROTO_FREES_MAX_PER_S	1000
+/* Each GC cycle costs the target a uprobe hit (7-20 us here: the probed
+ * instruction is emulated or single-stepped). A target that runs more cycles
+ * than this (a small heap under a high allocation rate) is walked without the
+ * caches instead: they would be retired before they pay, and the probe's hits
+ * would cost it up to 0.5 % of a core. */
+#define GC_CYCLES_MAX_PER_S	250
 
-/* Prototypes of a target were freed since its last poll (its code epoch
- * moved): what the symbolizer cached by their addresses may now belong
- * to other code. Stacks recorded before the free and first seen after it can
- * still read the new code; polling often keeps that window short. */
+/* A GC cycle of a target swept since its last poll (its GC epoch moved):
+ * what the symbolizer cached by the addresses of prototypes may now belong
+ * to other code. Stacks recorded before the sweep and first seen after it
+ * can still read the new code; polling often keeps that window short. */
 static void forget_freed_code(struct sampler *s, struct target *tg)
 {
 	__u32 slot = tg - s->targets;
 	struct nupp_proc now;
 	double t = monotonic_s();
 
-	if (!tg->proc.site_epoch ||
+	if (!tg->proc.gc_epoch ||
 	    bpf_map__lookup_elem(s->skel->maps.procs, &slot, sizeof(slot), &now, sizeof(now), 0) ||
-	    now.site_epoch == tg->seen_epoch) {
+	    now.gc_epoch == tg->seen_epoch) {
 		tg->seen_at = t;
 		return;
 	}
-	if ((now.site_epoch - tg->seen_epoch) > PROTO_FREES_MAX_PER_S * (t - tg->seen_at) + 10) {
-		/* Epoch 0 first: no walk trusts the cache once the probe goes. */
-		tg->proc.site_epoch = 0;
+	if ((now.gc_epoch - tg->seen_epoch) > GC_CYCLES_MAX_PER_S * (t - tg->seen_at) + 10) {
+		/* Epoch 0 first: no walk trusts the caches once the probe goes. */
+		tg->proc.gc_epoch = 0;
 		configure(s, tg);
-		disable_code_cache(tg);
+		disable_walk_caches(tg);
 		if (getenv("NUPP_VERBOSE"))
-			fprintf(stderr, "sampler: pid %d frees code too often; no code cache\n", tg->pid);
+			fprintf(stderr, "sampler: pid %d runs GC cycles too often; no walk caches\n",
+				tg->pid);
 	}
-	tg->seen_epoch = now.site_epoch;
+	tg->seen_epoch = now.gc_epoch;
 	tg->seen_at = t;
 	symbolizer__flush(tg->sym);
 }

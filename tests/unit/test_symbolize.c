@@ -27,14 +27,17 @@
 #include "symbolize.h"
 
 /* lj_walk.h reads through LJ_READ: our own memory, as the sampler reads the
- * target's. Reads outside the stack window are counted: the call-site cache
- * is there to save them. */
-static unsigned site_reads;
+ * target's. Reads outside the stack window are counted: the walk's caches
+ * are there to save them. The addresses of function headers read are kept. */
+static unsigned site_reads, nfn_reads;
+static __u64 fn_reads[256];
 
 static int self_read(void *dst, __u32 n, __u64 addr)
 {
 	memcpy(dst, (const void *)(unsigned long)addr, n);
 	site_reads += n != 1024;	/* LJ_CHUNK, not yet defined here */
+	if (n == 64 && nfn_reads < 256)	/* LJ_HDR */
+		fn_reads[nfn_reads++] = addr;
 	return 0;
 }
 #define LJ_READ self_read
@@ -90,13 +93,13 @@ static int fail_read(void *ctx, void *dst, size_t n, __u64 addr)
 static unsigned walk_once(lua_State *L, struct nupp_frame *frames, __u64 epoch, struct lj_walk *w)
 {
 	static __u8 chunk[LJ_CHUNK + 16], hdr[LJ_HDR + 8];
-	static struct lj_site_set sites[LJ_SITE_SETS];
-	static struct lj_site recent[NUPP_MAX_DEPTH];
+	static struct lj_memo_set sites[LJ_SITE_SETS], fns[LJ_FN_SETS];
+	static struct lj_memo recent[NUPP_MAX_DEPTH];
 	const struct lj_layout *lj = &T.b->layout;
 	__u64 l = (__u64)(unsigned long)L;
 	const struct lj_walk_env env = {
 		.lj = lj, .frames = frames, .chunk = chunk, .hdr = hdr, .sites = sites,
-		.recent = recent,
+		.fns = fns, .recent = recent,
 	};
 
 	*w = (struct lj_walk){
@@ -106,7 +109,7 @@ static unsigned walk_once(lua_State *L, struct nupp_frame *frames, __u64 epoch, 
 		.max = NUPP_MAX_DEPTH,
 		.epoch = epoch,
 	};
-	site_reads = 0;
+	site_reads = nfn_reads = 0;
 	while (!lj_walk_step(w, &env))
 		;
 	if (w->err || w->depth == w->max)
@@ -114,44 +117,55 @@ static unsigned walk_once(lua_State *L, struct nupp_frame *frames, __u64 epoch, 
 	return site_reads;
 }
 
-/* The sampler's walk of L's stack: without the call-site cache, then with
- * it cold (a new epoch: nothing cached holds) and warm. All three must give
- * the same frames; the warm walk reads only what the cache cannot hold. */
+/* More than a set's ways of the n distinct addresses in addrs fall in one
+ * set of a cache of 1 << bits sets: a warm walk may miss. */
+static int sets_overflow(const __u64 *addrs, unsigned n, unsigned bits)
+{
+	for (unsigned i = 0; i < n; i++) {
+		unsigned same = 0;
+
+		for (unsigned j = 0; j < n; j++)
+			same += lj_memo_set_of(addrs[j], bits) == lj_memo_set_of(addrs[i], bits);
+		if (same > LJ_MEMO_WAYS)
+			return 1;
+	}
+	return 0;
+}
+
+/* The sampler's walk of L's stack: without the caches, then with them cold
+ * (a new epoch: nothing cached holds) and warm. All three must give the same
+ * frames; the warm walk reads nothing beyond the stack window. */
 static int walk(lua_State *L, struct nupp_frame *frames)
 {
 	static __u64 epoch;
 	struct nupp_frame cold[NUPP_MAX_DEPTH], warm[NUPP_MAX_DEPTH];
+	__u64 fns[256], sites[NUPP_MAX_DEPTH];
 	struct lj_walk w0, w1, w2;
-	unsigned r0, r2, lua_called = 0;
+	unsigned r0, r2, nfns, nsites = 0;
 	char msg[64];
 
 	r0 = walk_once(L, frames, 0, &w0);
+	nfns = nfn_reads;
+	memcpy(fns, fn_reads, nfns * sizeof(*fns));
 	walk_once(L, cold, ++epoch, &w1);
 	r2 = walk_once(L, warm, epoch, &w2);
 	check(w1.depth == w0.depth && !memcmp(cold, frames, w0.depth * sizeof(*frames)),
 	      "cold cached walk = uncached walk", "equal", "different");
 	check(w2.depth == w0.depth && !memcmp(warm, frames, w0.depth * sizeof(*frames)),
 	      "warm cached walk = uncached walk", "equal", "different");
-	/* Each frame called from Lua costs a header and a CALL read uncached,
-	 * and nothing warm: the frames below it come from the cache (unless
-	 * more of this walk's call sites share a set than it has ways). */
-	for (__u32 k = 0; k + 1 < w0.depth; k++) {
-		__u64 site = frames[k + 1].pc & ~(__u64)NUPP_CALL_MASK;
-		unsigned same = 0;
-
-		if ((frames[k].pc & NUPP_CALL_MASK) != NUPP_CALL_LUA)
-			continue;
-		lua_called++;
-		for (__u32 j = 0; j + 1 < w0.depth; j++)
-			same += (frames[j].pc & NUPP_CALL_MASK) == NUPP_CALL_LUA &&
-				lj_site_set_of(frames[j + 1].pc & ~(__u64)NUPP_CALL_MASK) ==
-				lj_site_set_of(site);
-		if (same > LJ_SITE_WAYS)
-			return (int)w0.depth;	/* the saving is not exact: no check */
-	}
-	snprintf(msg, sizeof(msg), "%u reads, uncached %u, %u frames called from Lua", r2, r0,
-		 lua_called);
-	check(r2 + 2 * lua_called == r0, "warm walk saves two reads per Lua call", "saved", msg);
+	/* Uncached, each frame costs its function's header, and one called
+	 * from Lua the CALL instruction before its return address too. Warm,
+	 * both come from the caches, unless more of this walk's functions or
+	 * call sites share a set than it has ways. */
+	for (__u32 k = 0; k + 1 < w0.depth; k++)
+		if ((frames[k].pc & NUPP_CALL_MASK) == NUPP_CALL_LUA)
+			sites[nsites++] = frames[k + 1].pc & ~(__u64)NUPP_CALL_MASK;
+	if (sets_overflow(fns, nfns, LJ_FN_BITS) || sets_overflow(sites, nsites, LJ_SITE_BITS))
+		return (int)w0.depth;	/* the saving is not exact: no check */
+	snprintf(msg, sizeof(msg), "%u reads, uncached %u, %u frames, %u called from Lua", r2, r0,
+		 w0.depth, nsites);
+	check(r2 == 0 && r0 == nfns + nsites && nfns == w0.depth,
+	      "warm walk reads nothing beyond the stack", "no reads", msg);
 	return (int)w0.depth;
 }
 
