@@ -232,7 +232,12 @@ static __always_inline __u64 walk_base(const struct nupp_proc *p, const struct v
 	 * the trace started (frames inlined into it do not exist in memory). */
 	if (vmstate >= 0)
 		return GG_FIELD(p, ggblk, lj->gg_g + lj->g_jit_base);
-	if (vmstate == LJ_VMST_INTERP && regs->ip >= p->vm_lo && regs->ip < p->vm_hi)
+	/* In the interpreter, BASE is rdx. Around a call out of the VM, rdx holds
+	 * an argument (CARG3) or what the callee left, and the VM synced L->base
+	 * before the call: a value outside the thread's stack is not BASE. */
+	if (vmstate == LJ_VMST_INTERP && regs->ip >= p->vm_lo && regs->ip < p->vm_hi &&
+	    regs->base > L_FIELD(Lblk, Lfirst, lj->L_stack) + 16 &&
+	    regs->base <= L_FIELD(Lblk, Lfirst, lj->L_maxstack))
 		return regs->base;
 	/* C function, GC, recorder, or a helper called by the VM: the VM synced
 	 * L->base before calling out. */
@@ -296,7 +301,9 @@ static __always_inline int sample(struct nupp_proc *p, struct task_struct *task,
 		.sites = sc->sites, .fns = sc->fns, .recent = sc->recent,
 	};
 	w->f = walk_base(p, regs, vmstate, sc->ggblk, Lblk, Lfirst) - 8;	/* link slot */
-	if (w->f <= w->bot || w->f > L_FIELD(Lblk, Lfirst, p->lj.L_maxstack))
+	if (w->f == w->bot)	/* an empty stack: a thread not started, or lua_close */
+		return unresolved(NUPP_ERR_NO_FRAME);
+	if (w->f < w->bot || w->f > L_FIELD(Lblk, Lfirst, p->lj.L_maxstack))
 		return unresolved(NUPP_ERR_BAD_BASE);
 	/* A bounded loop, not bpf_loop(): a call per frame costs more than a
 	 * frame on this kernel. Its bound is rodata, a constant to the
