@@ -21,6 +21,12 @@
 
 #include "sampler.h"
 
+/* Branch hints: the compiler lays the likely path out straight, and a sample
+ * runs on caches the target has made cold, where each line of code fetched
+ * costs. */
+#define lj_likely(x)	__builtin_expect(!!(x), 1)
+#define lj_unlikely(x)	__builtin_expect(!!(x), 0)
+
 #define LJ_CHUNK	1024	/* bytes of Lua stack read at once; a power of two */
 #define LJ_HDR		64	/* bytes of a GCfunc header read at once */
 #define LJ_GCT_FUNC	8	/* ~LJ_TFUNC: the gct byte of a GCfunc */
@@ -131,12 +137,12 @@ static __always_inline int lj_walk_slots(struct lj_walk *w, const struct lj_walk
 {
 	__u64 off = w->f - 8 - w->chunk_lo;
 
-	if (!w->chunk_lo || w->f - 8 < w->chunk_lo || off > LJ_CHUNK - 16) {
+	if (lj_unlikely(!w->chunk_lo || w->f - 8 < w->chunk_lo || off > LJ_CHUNK - 16)) {
 		__u64 lo = w->f + 16 - LJ_CHUNK;
 
 		if (w->f + 16 < LJ_CHUNK || lo < w->bot - 8)
 			lo = w->bot - 8;
-		if (LJ_READ(e->chunk, LJ_CHUNK, lo)) {
+		if (lj_unlikely(LJ_READ(e->chunk, LJ_CHUNK, lo))) {
 			/* The window ran off mapped memory (a small stack at
 			 * the end of a mapping): read just these two slots. */
 			w->chunk_lo = 0;
@@ -179,13 +185,13 @@ static __always_inline __u64 lj_walk_fn_read(struct lj_walk *w, const struct lj_
 	__u64 v;
 	__u8 ffid;
 
-	if (LJ_READ(e->hdr, LJ_HDR, fn)) {
+	if (lj_unlikely(LJ_READ(e->hdr, LJ_HDR, fn))) {
 		w->err = NUPP_ERR_READ + 1;
 		return 0;
 	}
 	/* A frame slot that does not hold a function: a stack being torn
 	 * down (lua_close) or a wrong start frame. Stop rather than guess. */
-	if (lj_u8_at(e->hdr, lj->gc_gct, LJ_HDR) != LJ_GCT_FUNC) {
+	if (lj_unlikely(lj_u8_at(e->hdr, lj->gc_gct, LJ_HDR) != LJ_GCT_FUNC)) {
 		w->err = NUPP_ERR_BAD_FRAME + 1;
 		return 0;
 	}
@@ -193,7 +199,7 @@ static __always_inline __u64 lj_walk_fn_read(struct lj_walk *w, const struct lj_
 	if (ffid > 1)
 		return NUPP_FN(NUPP_FN_FF, ffid);
 	v = lj_u64_at(e->hdr, ffid ? lj->fn_f : lj->fn_pc, LJ_HDR);
-	if (!v) {
+	if (lj_unlikely(!v)) {
 		w->err = NUPP_ERR_BAD_FRAME + 1;
 		return 0;
 	}
@@ -211,7 +217,7 @@ static __always_inline __u64 lj_walk_fn_id(struct lj_walk *w, const struct lj_wa
 
 	if (tagged_fn && w->epoch)
 		m = lj_memo_find(e->fns, LJ_FN_BITS, fn, w->epoch);
-	if (m)
+	if (lj_likely(m != 0))
 		return m->v;
 	id = lj_walk_fn_read(w, e, fn);
 	if (id && tagged_fn && w->epoch)
@@ -226,11 +232,11 @@ static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_
 	int tagged_fn;
 	__u32 ins;
 
-	if (w->f <= w->bot)
+	if (lj_unlikely(w->f <= w->bot))
 		return 1;
-	if (w->depth >= w->max)		/* more frames than kept */
+	if (lj_unlikely(w->depth >= w->max))	/* more frames than kept */
 		return 1;
-	if (lj_walk_slots(w, e, &fn, &link)) {
+	if (lj_unlikely(lj_walk_slots(w, e, &fn, &link))) {
 		w->err = NUPP_ERR_READ + 1;
 		return 1;
 	}
@@ -238,13 +244,13 @@ static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_
 	fn &= LJ_GCVMASK;			/* frame_gc() */
 	delta = link & ~(__u64)LJ_FRAME_TYPEP;	/* frame_delta() in bytes */
 
-	if ((link & LJ_FRAME_TYPEP) == LJ_FRAME_VARG) {
+	if (lj_unlikely((link & LJ_FRAME_TYPEP) == LJ_FRAME_VARG)) {
 		/* Vararg pseudo-frame: the real frame of the same function lies
 		 * below it and keeps this frame's pc (lj_debug_frame skips it). */
 		w->f -= delta;
 		return 0;
 	}
-	if (fn != w->L) {			/* not a dummy frame */
+	if (lj_likely(fn != w->L)) {		/* not a dummy frame */
 		__u32 call = (link & LJ_FRAME_TYPE) == LJ_FRAME_LUA ? NUPP_CALL_LUA :
 			     (link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT ? NUPP_CALL_CONT :
 			     NUPP_CALL_OTHER;
@@ -252,9 +258,9 @@ static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_
 		__u64 id = w->next_id;
 
 		/* A cached identity needs the slot to hold a function still. */
-		if (!id || !tagged_fn) {
+		if (lj_unlikely(!id || !tagged_fn)) {
 			id = lj_walk_fn_id(w, e, fn, tagged_fn);
-			if (!id)
+			if (lj_unlikely(!id))
 				return 1;
 			if (w->fill_pc && w->fill_pc == w->pc && NUPP_FN_KIND(id) == NUPP_FN_LUA)
 				lj_memo_put(e->sites, LJ_SITE_BITS, w->pc, w->epoch,
@@ -271,7 +277,7 @@ static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_
 		/* frame_prevl(): the caller's CALL instruction holds the base
 		 * register A; the callee's frame sits 2 + A slots above. A Lua
 		 * caller is a frame left: no need to find it past --depth. */
-		if (w->depth >= w->max)
+		if (lj_unlikely(w->depth >= w->max))
 			return 1;
 		struct lj_memo *rc = &e->recent[w->depth & (NUPP_MAX_DEPTH - 1)];
 		const struct lj_memo *st = 0;
@@ -283,11 +289,11 @@ static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_
 				*rc = *st;
 		}
 
-		if (st) {
+		if (lj_likely(st != 0)) {
 			a = st->a;
 			w->next_id = NUPP_FN(NUPP_FN_LUA, st->v);
 		} else {
-			if (LJ_READ(&ins, 4, link - 4)) {
+			if (lj_unlikely(LJ_READ(&ins, 4, link - 4))) {
 				w->err = NUPP_ERR_READ + 1;
 				return 1;
 			}
@@ -300,7 +306,7 @@ static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_
 		w->pc = link;
 		w->f -= 8 * (2 + a);
 	} else {
-		if ((link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT) {
+		if (lj_unlikely((link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT)) {
 			__u64 off = w->f - 16 - w->chunk_lo;
 
 			/* frame_contpc(), from the window when it holds it. */
@@ -313,7 +319,7 @@ static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_
 		} else {
 			w->pc = 0;	/* C, cpcall, pcall: not stored in the frame */
 		}
-		if (delta == 0) {	/* a zero delta would loop forever */
+		if (lj_unlikely(delta == 0)) {	/* a zero delta would loop forever */
 			w->err = NUPP_ERR_BAD_BASE + 1;
 			return 1;
 		}

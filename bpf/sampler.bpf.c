@@ -125,7 +125,7 @@ static __always_inline __u64 find_vm(const struct nupp_proc *p, __u64 r14, __u32
 {
 	__u64 g = r14 + (__s64)p->lj.disp2g, *last;
 
-	if (g == p->g)		/* the process's only VM, validated at attach */
+	if (lj_likely(g == p->g))	/* the process's only VM, validated at attach */
 		return g;
 	last = bpf_map_lookup_elem(&thread_vm, &tid);
 	if (last && *last == g)
@@ -163,9 +163,9 @@ static __always_inline int count_stack(const struct nupp_proc *p, const struct n
 		struct nupp_stack_slot *s = bpf_map_lookup_elem(&counts, &k);
 		const __u64 *have;
 
-		if (!s)
+		if (lj_unlikely(!s))
 			break;
-		if (!s->key.stack &&
+		if (lj_unlikely(!s->key.stack) &&
 		    !__sync_val_compare_and_swap(&s->key.stack, 0, key->stack)) {
 			if (bpf_map_update_elem(&stacks, &key->stack, frames, BPF_NOEXIST) == -7)
 				return NUPP_ERR_MAP_FULL + 1;	/* -E2BIG; the slot stays unready */
@@ -261,20 +261,21 @@ static __always_inline int sample(struct nupp_proc *p, struct task_struct *task,
 	int err;
 
 	count(NUPP_CNT_SAMPLES);
-	if (paused) {
+	if (lj_unlikely(paused)) {
 		count(NUPP_CNT_PAUSED);
 		return 0;
 	}
 	sc = bpf_map_lookup_elem(&scratch, &zero);
-	if (!sc)
+	if (lj_unlikely(!sc))
 		return 0;
 	g = find_vm(p, regs->dispatch, tid);
-	if (!g)
+	if (lj_unlikely(!g))
 		return unresolved(NUPP_ERR_NO_VM);
 	/* The fields of the VM in one read, and a coroutine's in another.
 	 * Lengths in 1..size, in a form the verifier can bound. */
 	GG = g - p->lj.gg_g;
-	if (lj_read(sc->ggblk, ((p->gg_len - 1) & (NUPP_GG_BLK - 1)) + 1, GG + p->gg_blk))
+	if (lj_unlikely(lj_read(sc->ggblk, ((p->gg_len - 1) & (NUPP_GG_BLK - 1)) + 1,
+				GG + p->gg_blk)))
 		return unresolved(NUPP_ERR_READ);
 	vmstate = (__s32)GG_FIELD(p, sc->ggblk, p->lj.gg_g + p->lj.g_vmstate);
 	L = GG_FIELD(p, sc->ggblk, p->lj.gg_g + p->lj.g_cur_L) & LJ_GCVMASK;
@@ -301,9 +302,9 @@ static __always_inline int sample(struct nupp_proc *p, struct task_struct *task,
 		.sites = sc->sites, .fns = sc->fns, .recent = sc->recent,
 	};
 	w->f = walk_base(p, regs, vmstate, sc->ggblk, Lblk, Lfirst) - 8;	/* link slot */
-	if (w->f == w->bot)	/* an empty stack: a thread not started, or lua_close */
+	if (lj_unlikely(w->f == w->bot))	/* an empty stack: a thread not started, or lua_close */
 		return unresolved(NUPP_ERR_NO_FRAME);
-	if (w->f < w->bot || w->f > L_FIELD(Lblk, Lfirst, p->lj.L_maxstack))
+	if (lj_unlikely(w->f < w->bot || w->f > L_FIELD(Lblk, Lfirst, p->lj.L_maxstack)))
 		return unresolved(NUPP_ERR_BAD_BASE);
 	/* A bounded loop, not bpf_loop(): a call per frame costs more than a
 	 * frame on this kernel. Its bound is rodata, a constant to the
@@ -312,9 +313,9 @@ static __always_inline int sample(struct nupp_proc *p, struct task_struct *task,
 	turns = walk_turns;
 	for (__u32 i = 0; i < turns && more; i++)
 		more = !lj_walk_step(w, &env);
-	if (w->err)
+	if (lj_unlikely(w->err))
 		return unresolved(w->err - 1);
-	if (!w->depth)
+	if (lj_unlikely(!w->depth))
 		return unresolved(NUPP_ERR_NO_FRAME);
 	key->pid = pid;
 	key->tid = tid;
