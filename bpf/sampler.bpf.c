@@ -83,8 +83,8 @@ struct sampler_scratch {
 	__u8 chunk[LJ_CHUNK + 16];	/* a window of the Lua stack */
 	__u8 Lblk[NUPP_BLK + 8];	/* a coroutine's lua_State fields */
 	struct lj_memo recent[NUPP_MAX_DEPTH];	/* call sites last found at each depth */
-	struct lj_memo_set sites[LJ_SITE_SETS];	/* this CPU's caches (lj_walk.h) */
-	struct lj_memo_set fns[LJ_FN_SETS];
+	struct lj_memo_set sites[LJ_SITE_SETS];	/* this CPU's caches (lj_walk.h): call sites, */
+	struct lj_memo_set fns[LJ_FN_SETS];	/* functions */
 };
 
 struct {
