@@ -212,15 +212,16 @@ static __always_inline __u64 lj_walk_fn_read(struct lj_walk *w, const struct lj_
 static __always_inline __u64 lj_walk_fn_id(struct lj_walk *w, const struct lj_walk_env *e,
 					   __u64 fn, int tagged_fn)
 {
-	const struct lj_memo *m = 0;
+	const struct lj_memo *m;
 	__u64 id;
 
-	if (tagged_fn && w->epoch)
-		m = lj_memo_find(e->fns, LJ_FN_BITS, fn, w->epoch);
+	if (!tagged_fn || !w->epoch)
+		return lj_walk_fn_read(w, e, fn);
+	m = lj_memo_find(e->fns, LJ_FN_BITS, fn, w->epoch);
 	if (lj_likely(m != 0))
 		return m->v;
 	id = lj_walk_fn_read(w, e, fn);
-	if (id && tagged_fn && w->epoch)
+	if (id)
 		lj_memo_put(e->fns, LJ_FN_BITS, fn, w->epoch, id, 0);
 	return id;
 }

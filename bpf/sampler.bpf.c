@@ -244,11 +244,11 @@ static __always_inline __u64 walk_base(const struct nupp_proc *p, const struct v
 	return L_FIELD(Lblk, Lfirst, lj->L_base);
 }
 
-/* One sample of task, a thread of the target process p. */
-static __always_inline int sample(struct nupp_proc *p, struct task_struct *task,
+/* One sample of thread tid of the target process p (tgid pid). */
+static __always_inline int sample(struct nupp_proc *p, __u32 pid, __u32 tid,
 				  const struct vm_regs *regs)
 {
-	__u32 pid = task->tgid, tid = task->pid, zero = 0;
+	__u32 zero = 0;
 	struct sampler_scratch *sc;
 	struct nupp_stack_key *key;
 	struct lj_walk_env env;
@@ -349,7 +349,8 @@ SEC("perf_event")
 int on_cpu_clock(struct bpf_perf_event_data *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct nupp_proc *p = proc_of(task->tgid);
+	__u32 pid = task->tgid;
+	struct nupp_proc *p = proc_of(pid);
 	struct vm_regs r;
 
 	if (!p)
@@ -360,7 +361,7 @@ int on_cpu_clock(struct bpf_perf_event_data *ctx)
 		VM_REGS(r, &ctx->regs);
 	else
 		VM_REGS(r, (struct pt_regs *)bpf_task_pt_regs(task));
-	return sample(p, task, &r);
+	return sample(p, pid, task->pid, &r);
 }
 
 /* The scheduler tick: the hrtimer that runs it expires in hard interrupt
@@ -372,15 +373,17 @@ int BPF_PROG(on_tick, struct hrtimer *timer, ktime_t *now)
 	struct task_struct *task;
 	struct nupp_proc *p;
 	struct vm_regs r;
+	__u32 pid;
 
 	if ((__u64)timer->function != tick_fn)
 		return 0;
 	task = bpf_get_current_task_btf();
-	p = proc_of(task->tgid);
+	pid = task->tgid;
+	p = proc_of(pid);
 	if (!p)
 		return 0;
 	VM_REGS(r, (struct pt_regs *)bpf_task_pt_regs(task));
-	return sample(p, task, &r);
+	return sample(p, pid, task->pid, &r);
 }
 
 /* lj_gc_separateudata(g, all): called in the atomic phase of every GC cycle,

@@ -436,7 +436,7 @@ def bpf_concurrent(a):
     though the absolute times are lower than with one profiler (see bpf cost)."""
     builds = a.concurrent
     rates = [997 - 6 * i for i in range(len(builds))]
-    res = {b: [] for b in builds}
+    res = [[] for _ in builds]	# by position: a build may be listed twice (A/A)
     for rnd in range(a.bpf_rounds):
         tgt = subprocess.Popen(driver_cmd(a, "deep", extra=["--scale=%g" % (a.bpf_window + 1.5)]),
                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -472,13 +472,12 @@ def bpf_concurrent(a):
         for i, b in enumerate(builds):
             if not s1[i] or not s2[i] or c1[i] is None or c2[i] is None:
                 die("could not read the run time or counters of %s" % b)
-            res[b].append((s2[i][0][1] - s1[i][0][1]) / max(c2[i] - c1[i], 1))
-        log("round %d: %s" % (rnd + 1, "  ".join("%.0f" % res[b][-1] for b in builds)))
-    first = res[builds[0]]
-    for b in builds:
-        ratios = [x / y for x, y in zip(res[b], first)]
+            res[i].append((s2[i][0][1] - s1[i][0][1]) / max(c2[i] - c1[i], 1))
+        log("round %d: %s" % (rnd + 1, "  ".join("%.0f" % r[-1] for r in res)))
+    for b, r in zip(builds, res):
+        ratios = [x / y for x, y in zip(r, res[0])]
         log("%-40s %6.0f ns per sample (median of %d); ratio to the first, median of rounds: %.2f"
-            % (b, med(res[b]), a.bpf_rounds, med(ratios)))
+            % (b, med(r), a.bpf_rounds, med(ratios)))
 
 
 # --- attach latency ------------------------------------------------------------

@@ -288,7 +288,7 @@ def test_closure_churn(nupp, mode):
     of one takes the memory of the last one of the other. What the sampler
     cached of a closure's address must be retired with the GC cycle that
     freed it: phaseA's leaf is always closA's function, phaseB's closB's. With
-    the epoch bump removed, about half of one phase's samples carry the other
+    the epoch bump removed, 60-80 % of one phase's samples carried the other
     chunk's leaf."""
     run = nupp.launch(STOCK_LUAJIT, workload("closurechurn.lua"), 2, 0.2, mode)
     assert run.returncode == 0, run

@@ -32,15 +32,16 @@
 static unsigned site_reads, nfn_reads;
 static __u64 fn_reads[256];
 
-static int self_read(void *dst, __u32 n, __u64 addr)
+static int self_read(void *dst, __u32 n, __u64 addr, int beyond_window, int fn_header)
 {
 	memcpy(dst, (const void *)(unsigned long)addr, n);
-	site_reads += n != 1024;	/* LJ_CHUNK, not yet defined here */
-	if (n == 64 && nfn_reads < 256)	/* LJ_HDR */
+	site_reads += beyond_window;
+	if (fn_header && nfn_reads < 256)
 		fn_reads[nfn_reads++] = addr;
 	return 0;
 }
-#define LJ_READ self_read
+/* Expanded inside lj_walk.h, where LJ_CHUNK and LJ_HDR are defined. */
+#define LJ_READ(dst, n, addr) self_read(dst, n, addr, (n) != LJ_CHUNK, (n) == LJ_HDR)
 #include "lj_walk.h"
 
 #define DUMP_LEVELS 200		/* more than any case's depth */
