@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from conftest import (BUILDS, JP_ARGS, ROOT, STOCK_LUAJIT, Nupp, cpu_seconds, frames, max_depth, parse_jp_states, parse_truth,
+from conftest import (BUILDS, JP_ARGS, ROOT, STOCK_LUAJIT, Nupp, frames, max_depth, parse_jp_states, parse_truth,
                       share, top, total, workload)
 
 FREQ = 997
