@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (NUPP, STOCK_LUAJIT, frames, max_depth, share, total, wait_for, workload)
+from conftest import (NUPP, STOCK_LUAJIT, max_depth, share, total, wait_for, workload)
 
 MIXED_RE = re.compile(r"^@0x[0-9a-f]+;mixed\.lua:0;mixed\.lua:outer;mixed\.lua:(compiled|interpreted)$")
 

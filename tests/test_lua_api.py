@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import textwrap
-import time
 
 import pytest
 

@@ -10,9 +10,8 @@ import os
 import re
 import signal
 import subprocess
-import time
 
-from conftest import BUILD, NUPP, ROOT, parse_collapsed, wait_for
+from conftest import BUILD, NUPP, ROOT, parse_collapsed
 
 LUA_ENV = dict(os.environ,
                LUA_PATH=f"{BUILD}/lua/?.lua;;", LUA_CPATH=f"{BUILD}/lua/?.so;;")

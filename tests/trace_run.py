@@ -7,7 +7,6 @@ with --show) the target's stdout, stderr, exit status, the truth sites, the
 collector's sites and both totals.
 """
 import csv
-import io
 import os
 import subprocess
 import sys
