@@ -105,23 +105,28 @@ struct lj_walk {
 	__u32 depth;		/* frames emitted */
 	__u32 max;		/* at most this many frames */
 	__s32 err;		/* enum nupp_err + 1, 0 when fine */
+	__u32 ins;		/* a CALL instruction read from the target */
 	__u64 epoch;		/* the process's GC epoch; 0: no caches */
 	__u64 next_id;		/* the next frame's identity, when known already; 0 unknown */
 	__u64 fill_pc;		/* a site read but not yet cached: its pc, */
 	__u64 fill_a;		/* and its CALL's operand A; the proto comes with the next frame */
 	__u64 hash;		/* of the frames emitted, before lj_walk_hash_end */
+	__u64 fn, link;		/* the current frame's func and link slots */
 };
 
-/* What the walk reads and writes through: pointers, which the verifier must
- * see as such (it would not, loaded back from map memory). */
-struct lj_walk_env {
-	const struct lj_layout *lj;
-	struct nupp_frame *frames;	/* NUPP_MAX_DEPTH frames */
-	__u8 *chunk;			/* LJ_CHUNK + 16 bytes: a window of the Lua stack */
-	__u8 *hdr;			/* LJ_HDR + 8 bytes: a GCfunc header */
-	struct lj_memo_set *sites;	/* LJ_SITE_SETS sets of call sites */
-	struct lj_memo_set *fns;	/* LJ_FN_SETS sets of functions */
-	struct lj_memo *recent;		/* NUPP_MAX_DEPTH call sites: by depth, the last found there */
+/* All a walk keeps: its state, the buffers it reads into and its caches, in
+ * one block. One pointer reaches every part of it, so the BPF sampler (whose
+ * block is per-CPU map memory) keeps no pointers on its stack and stays
+ * under the 64 bytes above which this kernel moves a program's stack to a
+ * per-CPU area (a page the timer interrupt has not just warmed). */
+struct lj_walk_mem {
+	struct lj_walk w;
+	__u8 hdr[LJ_HDR + 8];			/* a GCfunc header */
+	struct nupp_frame frames[NUPP_MAX_DEPTH];	/* the stack, innermost first */
+	__u8 chunk[LJ_CHUNK + 16];		/* a window of the Lua stack */
+	struct lj_memo recent[NUPP_MAX_DEPTH];	/* call sites: by depth, the last found there */
+	struct lj_memo_set sites[LJ_SITE_SETS];	/* call sites */
+	struct lj_memo_set fns[LJ_FN_SETS];	/* functions */
 };
 
 /* The u64 at byte off of buf, a power-of-two size plus 8 bytes of slack.
@@ -130,11 +135,12 @@ struct lj_walk_env {
 #define lj_u64_at(buf, off, size)	(*(const __u64 *)((buf) + ((off) & ((size) - 8))))
 #define lj_u8_at(buf, off, size)	((buf)[(off) & ((size) - 1)])
 
-/* The frame's func and link slots (f - 8 and f), through the stack window:
- * refilled so that it ends just above f, and not below the stack's start. */
-static __always_inline int lj_walk_slots(struct lj_walk *w, const struct lj_walk_env *e,
-					 __u64 *fn, __u64 *link)
+/* The frame's func and link slots (f - 8 and f) into w->fn and w->link,
+ * through the stack window: refilled so that it ends just above f, and not
+ * below the stack's start. */
+static __always_inline int lj_walk_slots(struct lj_walk_mem *m)
 {
+	struct lj_walk *w = &m->w;
 	__u64 off = w->f - 8 - w->chunk_lo;
 
 	if (lj_unlikely(!w->chunk_lo || w->f - 8 < w->chunk_lo || off > LJ_CHUNK - 16)) {
@@ -142,19 +148,19 @@ static __always_inline int lj_walk_slots(struct lj_walk *w, const struct lj_walk
 
 		if (w->f + 16 < LJ_CHUNK || lo < w->bot - 8)
 			lo = w->bot - 8;
-		if (lj_unlikely(LJ_READ(e->chunk, LJ_CHUNK, lo))) {
+		if (lj_unlikely(LJ_READ(m->chunk, LJ_CHUNK, lo))) {
 			/* The window ran off mapped memory (a small stack at
 			 * the end of a mapping): read just these two slots. */
 			w->chunk_lo = 0;
-			if (LJ_READ(fn, 8, w->f - 8) || LJ_READ(link, 8, w->f))
+			if (LJ_READ(&w->fn, 8, w->f - 8) || LJ_READ(&w->link, 8, w->f))
 				return -1;
 			return 0;
 		}
 		w->chunk_lo = lo;
 		off = w->f - 8 - lo;
 	}
-	*fn = lj_u64_at(e->chunk, (__u32)off, LJ_CHUNK);
-	*link = lj_u64_at(e->chunk, (__u32)off + 8, LJ_CHUNK);
+	w->fn = lj_u64_at(m->chunk, (__u32)off, LJ_CHUNK);
+	w->link = lj_u64_at(m->chunk, (__u32)off + 8, LJ_CHUNK);
 	return 0;
 }
 
@@ -176,29 +182,34 @@ static __always_inline __u64 lj_walk_hash_end(__u64 h)
 	return h ^ (h >> 27);
 }
 
-/* The stable identity of GCfunc fn (struct nupp_frame.fn), from its header;
- * 0 when it cannot be read or is not a function (w->err says which). */
-static __always_inline __u64 lj_walk_fn_read(struct lj_walk *w, const struct lj_walk_env *e,
-					     __u64 fn)
+/* The walk's steps below keep what they need across a read in struct
+ * lj_walk, not in locals, and load it back after: in the BPF sampler only m
+ * and lj then live through a helper call, in callee-saved registers, and
+ * nothing is spilled to the stack. */
+
+/* The stable identity of the GCfunc in slot w->fn (struct nupp_frame.fn),
+ * from its header; 0 when it cannot be read or is not a function (w->err
+ * says which). */
+static __always_inline __u64 lj_walk_fn_read(struct lj_walk_mem *m, const struct lj_layout *lj)
 {
-	const struct lj_layout *lj = e->lj;
+	struct lj_walk *w = &m->w;
 	__u64 v;
 	__u8 ffid;
 
-	if (lj_unlikely(LJ_READ(e->hdr, LJ_HDR, fn))) {
+	if (lj_unlikely(LJ_READ(m->hdr, LJ_HDR, w->fn & LJ_GCVMASK))) {
 		w->err = NUPP_ERR_READ + 1;
 		return 0;
 	}
 	/* A frame slot that does not hold a function: a stack being torn
 	 * down (lua_close) or a wrong start frame. Stop rather than guess. */
-	if (lj_unlikely(lj_u8_at(e->hdr, lj->gc_gct, LJ_HDR) != LJ_GCT_FUNC)) {
+	if (lj_unlikely(lj_u8_at(m->hdr, lj->gc_gct, LJ_HDR) != LJ_GCT_FUNC)) {
 		w->err = NUPP_ERR_BAD_FRAME + 1;
 		return 0;
 	}
-	ffid = lj_u8_at(e->hdr, lj->fn_ffid, LJ_HDR);
+	ffid = lj_u8_at(m->hdr, lj->fn_ffid, LJ_HDR);
 	if (ffid > 1)
 		return NUPP_FN(NUPP_FN_FF, ffid);
-	v = lj_u64_at(e->hdr, ffid ? lj->fn_f : lj->fn_pc, LJ_HDR);
+	v = lj_u64_at(m->hdr, ffid ? lj->fn_f : lj->fn_pc, LJ_HDR);
 	if (lj_unlikely(!v)) {
 		w->err = NUPP_ERR_BAD_FRAME + 1;
 		return 0;
@@ -207,126 +218,153 @@ static __always_inline __u64 lj_walk_fn_read(struct lj_walk *w, const struct lj_
 	return ffid ? NUPP_FN(NUPP_FN_C, v) : NUPP_FN(NUPP_FN_LUA, v - lj->pt_size);
 }
 
+/* A slot tagged as a function holds one; a frame in use holds one. */
+static __always_inline int lj_walk_tagged_fn(const struct lj_walk *w)
+{
+	return (w->fn >> 47) == LJ_ITYPE_FUNC;
+}
+
 /* The same, from the function cache when it can: only for a slot tagged as a
  * function, which a frame in use holds (struct lj_memo). */
-static __always_inline __u64 lj_walk_fn_id(struct lj_walk *w, const struct lj_walk_env *e,
-					   __u64 fn, int tagged_fn)
+static __always_inline __u64 lj_walk_fn_id(struct lj_walk_mem *m, const struct lj_layout *lj)
 {
-	const struct lj_memo *m;
+	const struct lj_memo *hit;
 	__u64 id;
 
-	if (!tagged_fn || !w->epoch)
-		return lj_walk_fn_read(w, e, fn);
-	m = lj_memo_find(e->fns, LJ_FN_BITS, fn, w->epoch);
-	if (lj_likely(m != 0))
-		return m->v;
-	id = lj_walk_fn_read(w, e, fn);
+	if (!lj_walk_tagged_fn(&m->w) || !m->w.epoch)
+		return lj_walk_fn_read(m, lj);
+	hit = lj_memo_find(m->fns, LJ_FN_BITS, m->w.fn & LJ_GCVMASK, m->w.epoch);
+	if (lj_likely(hit != 0))
+		return hit->v;
+	id = lj_walk_fn_read(m, lj);
 	if (id)
-		lj_memo_put(e->fns, LJ_FN_BITS, fn, w->epoch, id, 0);
+		lj_memo_put(m->fns, LJ_FN_BITS, m->w.fn & LJ_GCVMASK, m->w.epoch, id, 0);
 	return id;
 }
 
-/* Emit the frame at w->f and move to the one below it. 0: go on, 1: stop. */
-static __always_inline int lj_walk_step(struct lj_walk *w, const struct lj_walk_env *e)
+/* Record the frame at w->f, whose slots are in w->fn and w->link. 0, or 1
+ * when its function cannot be told. */
+static __always_inline int lj_walk_emit(struct lj_walk_mem *m, const struct lj_layout *lj)
 {
-	__u64 link, fn, delta, a;
-	int tagged_fn;
-	__u32 ins;
+	struct lj_walk *w = &m->w;
+	struct nupp_frame *fr;
+	__u64 id = w->next_id, link;
+
+	/* A cached identity needs the slot to hold a function still. */
+	if (lj_unlikely(!id || !lj_walk_tagged_fn(w))) {
+		id = lj_walk_fn_id(m, lj);
+		if (lj_unlikely(!id))
+			return 1;
+		if (w->fill_pc && w->fill_pc == w->pc && NUPP_FN_KIND(id) == NUPP_FN_LUA)
+			lj_memo_put(m->sites, LJ_SITE_BITS, w->pc, w->epoch, NUPP_FN_VALUE(id),
+				    w->fill_a);
+	}
+	link = w->link;
+	fr = &m->frames[w->depth & (NUPP_MAX_DEPTH - 1)];
+	fr->fn = id;
+	fr->pc = w->pc | ((link & LJ_FRAME_TYPE) == LJ_FRAME_LUA ? NUPP_CALL_LUA :
+			  (link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT ? NUPP_CALL_CONT :
+			  NUPP_CALL_OTHER);
+	w->hash = lj_walk_hash(lj_walk_hash(w->hash, fr->fn), fr->pc);
+	w->depth++;
+	return 0;
+}
+
+/* frame_prevl(): the frame below one called from Lua. The caller's CALL
+ * instruction, just before the return address (the link), holds its base
+ * register A; the callee's frame sits 2 + A slots above the caller's. */
+static __always_inline int lj_walk_to_lua_caller(struct lj_walk_mem *m)
+{
+	struct lj_walk *w = &m->w;
+	const struct lj_memo *st = 0;
+	struct lj_memo *rc;
+	__u64 a;
+
+	/* A Lua caller is a frame left: no need to find it past --depth. */
+	if (lj_unlikely(w->depth >= w->max))
+		return 1;
+	rc = &m->recent[w->depth & (NUPP_MAX_DEPTH - 1)];
+	if (w->epoch) {
+		if (rc->addr == w->link && rc->epoch == w->epoch)
+			st = rc;
+		else if ((st = lj_memo_find(m->sites, LJ_SITE_BITS, w->link, w->epoch)))
+			*rc = *st;
+	}
+	if (lj_likely(st != 0)) {
+		a = st->a;
+		w->next_id = NUPP_FN(NUPP_FN_LUA, st->v);
+	} else {
+		if (lj_unlikely(LJ_READ(&w->ins, 4, w->link - 4))) {
+			w->err = NUPP_ERR_READ + 1;
+			return 1;
+		}
+		a = (w->ins >> 8) & 0xff;
+		if (w->epoch) {
+			w->fill_pc = w->link;
+			w->fill_a = a;
+		}
+	}
+	w->pc = w->link;
+	w->f -= 8 * (2 + a);
+	return 0;
+}
+
+/* The frame below one called from C, pcall or a continuation: its link is
+ * the distance down to it. */
+static __always_inline int lj_walk_to_frame_below(struct lj_walk_mem *m)
+{
+	struct lj_walk *w = &m->w;
+	__u64 delta;
+
+	if (lj_unlikely((w->link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT)) {
+		__u64 off = w->f - 16 - w->chunk_lo;
+
+		/* frame_contpc(), from the window when it holds it. */
+		if (w->chunk_lo && w->f - 16 >= w->chunk_lo && off <= LJ_CHUNK - 8)
+			w->pc = lj_u64_at(m->chunk, (__u32)off, LJ_CHUNK);
+		else if (LJ_READ(&w->pc, 8, w->f - 16)) {
+			w->err = NUPP_ERR_READ + 1;
+			return 1;
+		}
+	} else {
+		w->pc = 0;	/* C, cpcall, pcall: not stored in the frame */
+	}
+	delta = w->link & ~(__u64)LJ_FRAME_TYPEP;	/* frame_delta() in bytes */
+	if (lj_unlikely(delta == 0)) {	/* a zero delta would loop forever */
+		w->err = NUPP_ERR_BAD_BASE + 1;
+		return 1;
+	}
+	w->f -= delta;
+	return 0;
+}
+
+/* Emit the frame at w->f and move to the one below it. 0: go on, 1: stop. */
+static __always_inline int lj_walk_step(struct lj_walk_mem *m, const struct lj_layout *lj)
+{
+	struct lj_walk *w = &m->w;
 
 	if (lj_unlikely(w->f <= w->bot))
 		return 1;
 	if (lj_unlikely(w->depth >= w->max))	/* more frames than kept */
 		return 1;
-	if (lj_unlikely(lj_walk_slots(w, e, &fn, &link))) {
+	if (lj_unlikely(lj_walk_slots(m))) {
 		w->err = NUPP_ERR_READ + 1;
 		return 1;
 	}
-	tagged_fn = (fn >> 47) == LJ_ITYPE_FUNC;
-	fn &= LJ_GCVMASK;			/* frame_gc() */
-	delta = link & ~(__u64)LJ_FRAME_TYPEP;	/* frame_delta() in bytes */
-
-	if (lj_unlikely((link & LJ_FRAME_TYPEP) == LJ_FRAME_VARG)) {
+	if (lj_unlikely((w->link & LJ_FRAME_TYPEP) == LJ_FRAME_VARG)) {
 		/* Vararg pseudo-frame: the real frame of the same function lies
 		 * below it and keeps this frame's pc (lj_debug_frame skips it). */
-		w->f -= delta;
+		w->f -= w->link & ~(__u64)LJ_FRAME_TYPEP;
 		return 0;
 	}
-	if (lj_likely(fn != w->L)) {		/* not a dummy frame */
-		__u32 call = (link & LJ_FRAME_TYPE) == LJ_FRAME_LUA ? NUPP_CALL_LUA :
-			     (link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT ? NUPP_CALL_CONT :
-			     NUPP_CALL_OTHER;
-		struct nupp_frame *fr = &e->frames[w->depth & (NUPP_MAX_DEPTH - 1)];
-		__u64 id = w->next_id;
-
-		/* A cached identity needs the slot to hold a function still. */
-		if (lj_unlikely(!id || !tagged_fn)) {
-			id = lj_walk_fn_id(w, e, fn, tagged_fn);
-			if (lj_unlikely(!id))
-				return 1;
-			if (w->fill_pc && w->fill_pc == w->pc && NUPP_FN_KIND(id) == NUPP_FN_LUA)
-				lj_memo_put(e->sites, LJ_SITE_BITS, w->pc, w->epoch,
-					    NUPP_FN_VALUE(id), w->fill_a);
-		}
-		fr->fn = id;
-		fr->pc = w->pc | call;
-		w->hash = lj_walk_hash(lj_walk_hash(w->hash, fr->fn), fr->pc);
-		w->depth++;
-	}
+	/* frame_gc(): a dummy frame (func == L) is not shown. */
+	if (lj_likely((w->fn & LJ_GCVMASK) != w->L) && lj_unlikely(lj_walk_emit(m, lj)))
+		return 1;
 	w->next_id = 0;
 	w->fill_pc = 0;
-	if ((link & LJ_FRAME_TYPE) == LJ_FRAME_LUA) {
-		/* frame_prevl(): the caller's CALL instruction holds the base
-		 * register A; the callee's frame sits 2 + A slots above. A Lua
-		 * caller is a frame left: no need to find it past --depth. */
-		if (lj_unlikely(w->depth >= w->max))
-			return 1;
-		struct lj_memo *rc = &e->recent[w->depth & (NUPP_MAX_DEPTH - 1)];
-		const struct lj_memo *st = 0;
-
-		if (w->epoch) {
-			if (rc->addr == link && rc->epoch == w->epoch)
-				st = rc;
-			else if ((st = lj_memo_find(e->sites, LJ_SITE_BITS, link, w->epoch)))
-				*rc = *st;
-		}
-
-		if (lj_likely(st != 0)) {
-			a = st->a;
-			w->next_id = NUPP_FN(NUPP_FN_LUA, st->v);
-		} else {
-			if (lj_unlikely(LJ_READ(&ins, 4, link - 4))) {
-				w->err = NUPP_ERR_READ + 1;
-				return 1;
-			}
-			a = (ins >> 8) & 0xff;
-			if (w->epoch) {
-				w->fill_pc = link;
-				w->fill_a = a;
-			}
-		}
-		w->pc = link;
-		w->f -= 8 * (2 + a);
-	} else {
-		if (lj_unlikely((link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT)) {
-			__u64 off = w->f - 16 - w->chunk_lo;
-
-			/* frame_contpc(), from the window when it holds it. */
-			if (w->chunk_lo && w->f - 16 >= w->chunk_lo && off <= LJ_CHUNK - 8)
-				w->pc = lj_u64_at(e->chunk, (__u32)off, LJ_CHUNK);
-			else if (LJ_READ(&w->pc, 8, w->f - 16)) {
-				w->err = NUPP_ERR_READ + 1;
-				return 1;
-			}
-		} else {
-			w->pc = 0;	/* C, cpcall, pcall: not stored in the frame */
-		}
-		if (lj_unlikely(delta == 0)) {	/* a zero delta would loop forever */
-			w->err = NUPP_ERR_BAD_BASE + 1;
-			return 1;
-		}
-		w->f -= delta;
-	}
-	return 0;
+	if ((w->link & LJ_FRAME_TYPE) == LJ_FRAME_LUA)
+		return lj_walk_to_lua_caller(m);
+	return lj_walk_to_frame_below(m);
 }
 
 #endif /* NUPP_LJ_WALK_H */

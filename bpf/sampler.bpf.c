@@ -72,19 +72,25 @@ struct {
 	__uint(value_size, sizeof(struct nupp_frame) * NUPP_MAX_DEPTH);	/* --depth + 1 frames */
 } stacks SEC(".maps");
 
-/* Per-CPU scratch: too big for the 512-byte BPF stack. */
+/* The target's user registers the sampler reads (luajit-internals.md §5). */
+struct vm_regs {
+	__u64 ip;
+	__u64 dispatch;		/* r14: DISPATCH */
+	__u64 base;		/* rdx: BASE, in the interpreter */
+};
+
+/* Per-CPU scratch: what a sample works on, too big for the 512-byte BPF
+ * stack, and what it keeps between helper calls, which would otherwise be
+ * spilled to the stack (see struct lj_walk_mem). What every sample touches
+ * comes first, together. */
 struct sampler_scratch {
-	/* What every sample touches first, together. */
-	struct lj_walk walk;		/* the walk's state (see lj_walk.h) */
 	struct nupp_stack_key key;
-	__u8 hdr[LJ_HDR + 8];		/* a GCfunc header */
-	struct nupp_frame frames[NUPP_MAX_DEPTH];	/* the stack, innermost first */
+	struct vm_regs regs;
+	__s32 vmstate;			/* g->vmstate */
+	__u32 state;			/* enum nupp_state */
 	__u8 ggblk[NUPP_GG_BLK + 8];	/* main lua_State and global_State fields */
-	__u8 chunk[LJ_CHUNK + 16];	/* a window of the Lua stack */
 	__u8 Lblk[NUPP_BLK + 8];	/* a coroutine's lua_State fields */
-	struct lj_memo recent[NUPP_MAX_DEPTH];	/* call sites last found at each depth */
-	struct lj_memo_set sites[LJ_SITE_SETS];	/* this CPU's caches (lj_walk.h): call sites, */
-	struct lj_memo_set fns[LJ_FN_SETS];	/* functions */
+	struct lj_walk_mem walk;	/* the walk's state, buffers and caches (lj_walk.h) */
 };
 
 struct {
@@ -116,25 +122,26 @@ static __always_inline int vm_valid(const struct lj_layout *lj, __u64 g)
 	return glref == g;
 }
 
-/* The VM running on this thread: DISPATCH (r14) is pinned in the interpreter
- * and in GC64 trace code; C code usually preserves it (callee-saved). A
- * candidate equal to the VM last validated on this thread needs no check;
- * one that does not validate falls back to that VM, then to the process's
- * only VM. */
-static __always_inline __u64 find_vm(const struct nupp_proc *p, __u64 r14, __u32 tid)
+/* The VM running on this thread, into sc->key.g (0 none): DISPATCH (r14) is
+ * pinned in the interpreter and in GC64 trace code; C code usually preserves
+ * it (callee-saved). A candidate equal to the VM last validated on this
+ * thread needs no check; one that does not validate falls back to that VM,
+ * then to the process's only VM. */
+static __always_inline void find_vm(const struct nupp_proc *p, struct sampler_scratch *sc)
 {
-	__u64 g = r14 + (__s64)p->lj.disp2g, *last;
+	__u64 *last;
 
-	if (lj_likely(g == p->g))	/* the process's only VM, validated at attach */
-		return g;
-	last = bpf_map_lookup_elem(&thread_vm, &tid);
-	if (last && *last == g)
-		return g;
-	if (vm_valid(&p->lj, g)) {
-		bpf_map_update_elem(&thread_vm, &tid, &g, BPF_ANY);
-		return g;
+	sc->key.g = sc->regs.dispatch + (__s64)p->lj.disp2g;
+	if (lj_likely(sc->key.g == p->g))	/* the process's only VM, validated at attach */
+		return;
+	last = bpf_map_lookup_elem(&thread_vm, &sc->key.tid);
+	if (last && *last == sc->key.g)
+		return;
+	if (vm_valid(&p->lj, sc->key.g)) {
+		bpf_map_update_elem(&thread_vm, &sc->key.tid, &sc->key.g, BPF_ANY);
+		return;
 	}
-	return last ? *last : p->g;
+	sc->key.g = last ? *last : p->g;
 }
 
 static __always_inline enum nupp_state state_of(__s32 vmstate)
@@ -149,28 +156,34 @@ static __always_inline enum nupp_state state_of(__s32 vmstate)
 	}
 }
 
-/* Count one sample of key in state st (see struct nupp_stack_slot). A new
- * stack's frames are stored before its slot is ready, so that userspace finds
- * them for every key it sees. 0, or enum nupp_err + 1. */
-static __always_inline int count_stack(const struct nupp_proc *p, const struct nupp_stack_key *key,
-				       enum nupp_state st, const struct nupp_frame *frames)
+/* sc->state, bounded for the verifier (map memory holds unknown numbers). */
+static __always_inline __u32 state_index(const struct sampler_scratch *sc)
 {
-	const __u64 *want = (const __u64 *)key;
-	__u32 idx = (__u32)key->stack;
+	__u32 st = sc->state;
 
-	for (int i = 0; i < NUPP_PROBES; i++, idx++) {
-		__u32 k = idx & p->counts_mask;
+	return st < NUPP_ST_MAX ? st : 0;
+}
+
+/* Count one sample of sc->key in state sc->state (see struct
+ * nupp_stack_slot). A new stack's frames are stored before its slot is
+ * ready, so that userspace finds them for every key it sees. 0, or enum
+ * nupp_err + 1. */
+static __always_inline int count_stack(const struct nupp_proc *p, struct sampler_scratch *sc)
+{
+	for (__u32 i = 0; i < NUPP_PROBES; i++) {
+		__u32 k = ((__u32)sc->key.stack + i) & p->counts_mask;
 		struct nupp_stack_slot *s = bpf_map_lookup_elem(&counts, &k);
-		const __u64 *have;
+		const __u64 *have, *want = (const __u64 *)&sc->key;
 
 		if (lj_unlikely(!s))
 			break;
 		if (lj_unlikely(!s->key.stack) &&
-		    !__sync_val_compare_and_swap(&s->key.stack, 0, key->stack)) {
-			if (bpf_map_update_elem(&stacks, &key->stack, frames, BPF_NOEXIST) == -7)
+		    !__sync_val_compare_and_swap(&s->key.stack, 0, sc->key.stack)) {
+			if (bpf_map_update_elem(&stacks, &sc->key.stack, sc->walk.frames,
+						BPF_NOEXIST) == -7)
 				return NUPP_ERR_MAP_FULL + 1;	/* -E2BIG; the slot stays unready */
-			s->key = *key;
-			s->state[st] = 1;
+			s->key = sc->key;
+			s->state[state_index(sc)] = 1;
 			__sync_lock_test_and_set(&s->ready, 1);	/* after the key */
 			if (bpf_ringbuf_output(&new_slots, &k, sizeof(k), BPF_RB_NO_WAKEUP))
 				new_slots_lost = 1;
@@ -179,7 +192,7 @@ static __always_inline int count_stack(const struct nupp_proc *p, const struct n
 		have = (const __u64 *)&s->key;
 		if (s->ready && have[0] == want[0] && have[1] == want[1] &&
 		    have[2] == want[2] && have[3] == want[3]) {
-			__sync_fetch_and_add(&s->state[st], 1);
+			__sync_fetch_and_add(&s->state[state_index(sc)], 1);
 			return 0;
 		}
 	}
@@ -206,15 +219,6 @@ static __always_inline struct nupp_proc *proc_of(__u32 pid)
  * is the larger block's; a coroutine's block is NUPP_BLK long, and userspace
  * keeps the lua_State offsets within it (block_of in user/sampling.c). */
 #define L_FIELD(Lblk, Lfirst, off)	lj_u64_at(Lblk, (off) - (Lfirst), NUPP_GG_BLK)
-
-/* The target's user registers the sampler reads (luajit-internals.md §5):
- * copied out of pt_regs first, so that no load is shared between pt_regs and
- * map values (the verifier would refuse it). */
-struct vm_regs {
-	__u64 ip;
-	__u64 dispatch;		/* r14: DISPATCH */
-	__u64 base;		/* rdx: BASE, in the interpreter */
-};
 
 /* Where the walk starts: the running function's base in each VM state
  * (luajit-internals.md §5); L->base is stale while bytecode or a trace runs.
@@ -244,20 +248,15 @@ static __always_inline __u64 walk_base(const struct nupp_proc *p, const struct v
 	return L_FIELD(Lblk, Lfirst, lj->L_base);
 }
 
-/* One sample of thread tid of the target process p (tgid pid). */
-static __always_inline int sample(struct nupp_proc *p, __u32 pid, __u32 tid,
-				  const struct vm_regs *regs)
+/* One sample of the target process p: the thread in sc->key (pid, tid), its
+ * registers in sc->regs. */
+static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *sc)
 {
-	__u32 zero = 0;
-	struct sampler_scratch *sc;
-	struct nupp_stack_key *key;
-	struct lj_walk_env env;
-	__u64 g, GG, L;
-	__u32 turns, more = 1;
-	struct lj_walk *w;
+	struct nupp_stack_key *key = &sc->key;
+	struct lj_walk *w = &sc->walk.w;
 	const __u8 *Lblk;
-	__u32 Lfirst;
-	__s32 vmstate;
+	__u64 GG, L;
+	__u32 Lfirst, i;
 	int err;
 
 	count(NUPP_CNT_SAMPLES);
@@ -265,20 +264,20 @@ static __always_inline int sample(struct nupp_proc *p, __u32 pid, __u32 tid,
 		count(NUPP_CNT_PAUSED);
 		return 0;
 	}
-	sc = bpf_map_lookup_elem(&scratch, &zero);
-	if (lj_unlikely(!sc))
-		return 0;
-	g = find_vm(p, regs->dispatch, tid);
-	if (lj_unlikely(!g))
+	find_vm(p, sc);
+	if (lj_unlikely(!key->g))
 		return unresolved(NUPP_ERR_NO_VM);
 	/* The fields of the VM in one read, and a coroutine's in another.
 	 * Lengths in 1..size, in a form the verifier can bound. */
-	GG = g - p->lj.gg_g;
 	if (lj_unlikely(lj_read(sc->ggblk, ((p->gg_len - 1) & (NUPP_GG_BLK - 1)) + 1,
-				GG + p->gg_blk)))
+				key->g - p->lj.gg_g + p->gg_blk)))
 		return unresolved(NUPP_ERR_READ);
-	vmstate = (__s32)GG_FIELD(p, sc->ggblk, p->lj.gg_g + p->lj.g_vmstate);
+	GG = key->g - p->lj.gg_g;
+	sc->vmstate = (__s32)GG_FIELD(p, sc->ggblk, p->lj.gg_g + p->lj.g_vmstate);
+	sc->state = state_of(sc->vmstate);
 	L = GG_FIELD(p, sc->ggblk, p->lj.gg_g + p->lj.g_cur_L) & LJ_GCVMASK;
+	__builtin_memset(w, 0, sizeof(*w));
+	w->L = L;
 	if (L == GG) {				/* the main thread */
 		Lblk = sc->ggblk;
 		Lfirst = p->gg_blk;
@@ -288,20 +287,11 @@ static __always_inline int sample(struct nupp_proc *p, __u32 pid, __u32 tid,
 		Lblk = sc->Lblk;
 		Lfirst = p->L_blk;
 	}
-
-	key = &sc->key;
-	w = &sc->walk;
-	__builtin_memset(w, 0, sizeof(*w));
-	w->L = L;
 	w->bot = L_FIELD(Lblk, Lfirst, p->lj.L_stack) + 8;
 	w->epoch = p->gc_epoch;
 	/* One frame more than shown: the caller names the outermost one. */
 	w->max = p->max_frames;
-	env = (struct lj_walk_env){
-		.lj = &p->lj, .frames = sc->frames, .chunk = sc->chunk, .hdr = sc->hdr,
-		.sites = sc->sites, .fns = sc->fns, .recent = sc->recent,
-	};
-	w->f = walk_base(p, regs, vmstate, sc->ggblk, Lblk, Lfirst) - 8;	/* link slot */
+	w->f = walk_base(p, &sc->regs, sc->vmstate, sc->ggblk, Lblk, Lfirst) - 8;	/* link slot */
 	if (lj_unlikely(w->f == w->bot))	/* an empty stack: a thread not started, or lua_close */
 		return unresolved(NUPP_ERR_NO_FRAME);
 	if (lj_unlikely(w->f < w->bot || w->f > L_FIELD(Lblk, Lfirst, p->lj.L_maxstack)))
@@ -310,36 +300,54 @@ static __always_inline int sample(struct nupp_proc *p, __u32 pid, __u32 tid,
 	 * frame on this kernel. Its bound is rodata, a constant to the
 	 * verifier, which checks every turn: the load takes ~0.05 s more at
 	 * --depth 16, ~0.2 s from --depth 64 on. */
-	turns = walk_turns;
-	for (__u32 i = 0; i < turns && more; i++)
-		more = !lj_walk_step(w, &env);
+	for (i = 0; i < walk_turns; i++) {
+		/* Opaque to the compiler in each turn, so that it does not hoist
+		 * addresses derived from them out of the loop: live through the
+		 * loop, they would be spilled to the stack. */
+		asm volatile("" : "+r"(sc), "+r"(p));
+		if (lj_walk_step(&sc->walk, &p->lj))
+			break;
+	}
+	w = &sc->walk.w;
+	key = &sc->key;
 	if (lj_unlikely(w->err))
 		return unresolved(w->err - 1);
 	if (lj_unlikely(!w->depth))
 		return unresolved(NUPP_ERR_NO_FRAME);
-	key->pid = pid;
-	key->tid = tid;
-	key->g = g;
+	key->depth = w->depth;
+	/* More frames than --depth, or than the steps allowed reach. */
+	key->truncated = w->depth == w->max || i >= walk_turns;
+	key->stack = lj_walk_hash_end(w->hash) | 1;	/* 0 marks a free slot */
 	key->zone = 0;
 	if (p->zone_cur)
 		lj_read(&key->zone, 4, p->zone_cur);
-	key->depth = w->depth;
-	/* More frames than --depth, or than the steps allowed reach. */
-	key->truncated = w->depth == w->max || more;
-	key->stack = lj_walk_hash_end(w->hash) | 1;	/* 0 marks a free slot */
-	err = count_stack(p, key, state_of(vmstate), sc->frames);
+	err = count_stack(p, sc);
 	return err ? unresolved(err - 1) : 0;
 }
 
-/* Loads from pt_regs into r, each pinned to its own branch: the compiler
- * would otherwise share one load between two kinds of pointer, which the
- * verifier refuses. */
+/* Copies the registers the sampler reads out of pt_regs into r (map
+ * memory), each load pinned to its own branch: the compiler would otherwise
+ * share one load between two kinds of pointer, which the verifier refuses. */
 #define VM_REGS(r, regs) do {							\
 	const struct pt_regs *rg_ = (regs);					\
 	__u64 ip_ = rg_->ip, d_ = rg_->r14, b_ = rg_->dx;			\
 	asm volatile("" : "+r"(ip_), "+r"(d_), "+r"(b_));			\
 	(r) = (struct vm_regs){ .ip = ip_, .dispatch = d_, .base = b_ };	\
 } while (0)
+
+/* This CPU's scratch, where a sample of task starts: its ids. */
+static __always_inline struct sampler_scratch *scratch_for(const struct task_struct *task,
+							   __u32 pid)
+{
+	__u32 zero = 0;
+	struct sampler_scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (lj_likely(sc != 0)) {
+		sc->key.pid = pid;
+		sc->key.tid = task->pid;
+	}
+	return sc;
+}
 
 /* Every CPU runs the sampler for whatever task it interrupted: a task of
  * another process returns after its tgid and one cache line of target_tgid.
@@ -351,17 +359,17 @@ int on_cpu_clock(struct bpf_perf_event_data *ctx)
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 pid = task->tgid;
 	struct nupp_proc *p = proc_of(pid);
-	struct vm_regs r;
+	struct sampler_scratch *sc;
 
-	if (!p)
+	if (!p || !(sc = scratch_for(task, pid)))
 		return 0;
 	/* Interrupted in user mode, the interrupt's registers are the task's
 	 * user registers: no helper call needed to find them. */
 	if (ctx->regs.csx & 3)
-		VM_REGS(r, &ctx->regs);
+		VM_REGS(sc->regs, &ctx->regs);
 	else
-		VM_REGS(r, (struct pt_regs *)bpf_task_pt_regs(task));
-	return sample(p, pid, task->pid, &r);
+		VM_REGS(sc->regs, (struct pt_regs *)bpf_task_pt_regs(task));
+	return sample(p, sc);
 }
 
 /* The scheduler tick: the hrtimer that runs it expires in hard interrupt
@@ -371,8 +379,8 @@ SEC("tp_btf/hrtimer_expire_entry")
 int BPF_PROG(on_tick, struct hrtimer *timer, ktime_t *now)
 {
 	struct task_struct *task;
+	struct sampler_scratch *sc;
 	struct nupp_proc *p;
-	struct vm_regs r;
 	__u32 pid;
 
 	if ((__u64)timer->function != tick_fn)
@@ -380,10 +388,10 @@ int BPF_PROG(on_tick, struct hrtimer *timer, ktime_t *now)
 	task = bpf_get_current_task_btf();
 	pid = task->tgid;
 	p = proc_of(pid);
-	if (!p)
+	if (!p || !(sc = scratch_for(task, pid)))
 		return 0;
-	VM_REGS(r, (struct pt_regs *)bpf_task_pt_regs(task));
-	return sample(p, pid, task->pid, &r);
+	VM_REGS(sc->regs, (struct pt_regs *)bpf_task_pt_regs(task));
+	return sample(p, sc);
 }
 
 /* lj_gc_separateudata(g, all): called in the atomic phase of every GC cycle,

@@ -90,20 +90,14 @@ static int fail_read(void *ctx, void *dst, size_t n, __u64 addr)
 }
 
 /* One walk of L's stack from the frame of the running C function, with the
- * call-site cache at epoch (0: none). Its reads outside the stack window. */
+ * caches at epoch (0: none), into frames. Its reads outside the stack window. */
 static unsigned walk_once(lua_State *L, struct nupp_frame *frames, __u64 epoch, struct lj_walk *w)
 {
-	static __u8 chunk[LJ_CHUNK + 16], hdr[LJ_HDR + 8];
-	static struct lj_memo_set sites[LJ_SITE_SETS], fns[LJ_FN_SETS];
-	static struct lj_memo recent[NUPP_MAX_DEPTH];
+	static struct lj_walk_mem m;	/* the caches live on from walk to walk */
 	const struct lj_layout *lj = &T.b->layout;
 	__u64 l = (__u64)(unsigned long)L;
-	const struct lj_walk_env env = {
-		.lj = lj, .frames = frames, .chunk = chunk, .hdr = hdr, .sites = sites,
-		.fns = fns, .recent = recent,
-	};
 
-	*w = (struct lj_walk){
+	m.w = (struct lj_walk){
 		.L = l,
 		.f = rd64(l + lj->L_base) - 8,
 		.bot = rd64(l + lj->L_stack) + 8,
@@ -111,8 +105,10 @@ static unsigned walk_once(lua_State *L, struct nupp_frame *frames, __u64 epoch, 
 		.epoch = epoch,
 	};
 	site_reads = nfn_reads = 0;
-	while (!lj_walk_step(w, &env))
+	while (!lj_walk_step(&m, lj))
 		;
+	*w = m.w;
+	memcpy(frames, m.frames, w->depth * sizeof(*frames));
 	if (w->err || w->depth == w->max)
 		fprintf(stderr, "    walk: err %d, %u frames (the most kept)\n", w->err, w->depth);
 	return site_reads;

@@ -1,0 +1,45 @@
+# SPDX-License-Identifier: MIT
+"""What the compiled BPF objects must keep, checked on the objects the build
+made (no kernel needed).
+
+The sampler runs on every timer interrupt of every CPU. The x86-64 JIT of
+this kernel moves a program whose stack, rounded up to 16 bytes, reaches 64
+bytes to a per-CPU private stack (kernel-notes/sampler.md): a page that the
+interrupt has not just warmed, set up in the prologue of every run. The
+sampler keeps what lives across helper calls in its per-CPU scratch instead
+(struct lj_walk_mem), and this test keeps it that way.
+"""
+import re
+import subprocess
+
+import pytest
+
+from conftest import BUILD
+
+PRIV_STACK_MIN = 64		# BPF_PRIV_STACK_MIN_SIZE
+
+
+def stack_depths(obj):
+    """{program: deepest r10 offset it uses}, from llvm-objdump."""
+    text = subprocess.run(["llvm-objdump", "-d", "--no-show-raw-insn", str(obj)],
+                          capture_output=True, text=True, check=True).stdout
+    depths, prog = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^[0-9a-f]+ <(\w+)>:$", line)
+        if m and not m[1].startswith("LBB"):	# LBB...: a branch target within prog
+            prog = m[1]
+            depths[prog] = 0
+            continue
+        for off in re.findall(r"r10 - (\d+)\)", line):
+            depths[prog] = max(depths[prog], int(off))
+    return depths
+
+
+@pytest.mark.parametrize("prog", ["on_cpu_clock", "on_tick"])
+def test_sampler_stack_stays_off_the_private_stack(prog):
+    depths = stack_depths(BUILD / "sampler.bpf.o")
+    assert prog in depths, f"no program {prog} in sampler.bpf.o: {sorted(depths)}"
+    rounded = (depths[prog] + 15) // 16 * 16
+    assert rounded < PRIV_STACK_MIN, \
+        f"{prog} uses {depths[prog]} bytes of stack (rounded {rounded}): the kernel would " \
+        f"run it on a private per-CPU stack"
