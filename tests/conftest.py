@@ -215,6 +215,7 @@ class Run:
     stdout: str
     stderr: str
     output: Path | None
+    steal: float = 0.0		# the hypervisor's share of the CPUs' busy time meanwhile
 
     @property
     def rows(self):
@@ -235,6 +236,22 @@ class Run:
                 f"--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}")
 
 
+def steal_ticks():
+    """/proc/stat, all CPUs: (steal, busy) in ticks, busy counting steal: the
+    time the CPUs ran or wanted to. A task's CPU time leaves steal out
+    (CONFIG_PARAVIRT_TIME_ACCOUNTING) while timers run on, so a busy task
+    gets hz / (1 - steal share) samples per CPU second it is charged."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = v
+    return steal, user + nice + system + irq + softirq + steal
+
+
+def steal_share(before, after):
+    busy = after[1] - before[1]
+    return (after[0] - before[0]) / busy if busy > 0 else 0.0
+
+
 class Nupp:
     """Runs nupp-bpf; one instance per test, output files under tmp_path."""
 
@@ -252,9 +269,10 @@ class Nupp:
         argv = [str(NUPP), *map(str, args)]
         if out is not None:
             argv[2:2] = ["-o", str(out)]	# after the command word
+        t0 = steal_ticks()
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
                            errors="replace", **kw)
-        return Run(argv, p.returncode, p.stdout, p.stderr, out)
+        return Run(argv, p.returncode, p.stdout, p.stderr, out, steal_share(t0, steal_ticks()))
 
     def record(self, target_args, *, freq=997, extra=(), **kw):
         """nupp-bpf record -F freq EXTRA TARGET_ARGS (target: -p PID ... or -- CMD)."""
@@ -283,10 +301,10 @@ class Nupp:
             err.append(line)
             if line.startswith("nupp-bpf: recording PID"):
                 break
-        cpu0 = cpu_seconds(pid)
+        cpu0, t0 = cpu_seconds(pid), steal_ticks()
         o, e = p.communicate(timeout=timeout)
         cpu = cpu_seconds(pid) - cpu0
-        return Run(p.args, p.returncode, o, "".join(err) + e, out), cpu
+        return Run(p.args, p.returncode, o, "".join(err) + e, out, steal_share(t0, steal_ticks())), cpu
 
     @staticmethod
     def finish(popen, out, timeout=60):
