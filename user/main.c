@@ -70,13 +70,13 @@ static const struct argp_option options[] = {
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...)
 {
+	char msg[512];
 	va_list ap;
 
-	fputs("nupp-bpf: error: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fputs(" (see nupp-bpf --help)\n", stderr);
+	session__error("%s (see nupp-bpf --help)", msg);
 	exit(2);
 }
 

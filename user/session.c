@@ -32,16 +32,20 @@ static void on_stop_signal(int sig)
 	stop_signal = sig;
 }
 
-static void error_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void error_line(const char *fmt, ...)
+static void say(const char *prefix, const char *fmt, va_list ap)
+{
+	fputs(prefix, stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+void session__error(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("nupp-bpf: error: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say("nupp-bpf: error: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -49,11 +53,9 @@ static void note(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("nupp-bpf: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say("nupp-bpf: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 static double now(void)
@@ -108,12 +110,12 @@ static int launch(struct run *r)
 	char c;
 
 	if (pipe2(pipefd, O_CLOEXEC)) {
-		error_line("pipe: %s", strerror(errno));
+		session__error("pipe: %s", strerror(errno));
 		return -1;
 	}
 	r->child = fork();
 	if (r->child < 0) {
-		error_line("fork: %s", strerror(errno));
+		session__error("fork: %s", strerror(errno));
 		return -1;
 	}
 	if (r->child == 0) {
@@ -122,7 +124,7 @@ static int launch(struct run *r)
 			_exit(127);	/* nupp-bpf gave up before starting it */
 		ptrace(PTRACE_TRACEME, 0, NULL, NULL);
 		execvp(r->o->argv[0], r->o->argv);
-		error_line("cannot run %s: %s", r->o->argv[0], strerror(errno));
+		session__error("cannot run %s: %s", r->o->argv[0], strerror(errno));
 		_exit(127);
 	}
 	close(pipefd[0]);
@@ -197,7 +199,7 @@ static void release(struct run *r)
 	int st, a;
 
 	if (write(r->release_fd, "go", 1) != 1)
-		error_line("cannot start %s", r->o->argv[0]);
+		session__error("cannot start %s", r->o->argv[0]);
 	close(r->release_fd);
 	r->release_fd = -1;
 	if (waitpid(r->child, &st, 0) != r->child)
@@ -249,7 +251,7 @@ static FILE *open_one(const char *name)
 		return stdout;
 	f = fopen(name, "we");
 	if (!f)
-		error_line("cannot write %s: %s", name, strerror(errno));
+		session__error("cannot write %s: %s", name, strerror(errno));
 	return f;
 }
 
@@ -277,7 +279,7 @@ static bool close_one(FILE **f, const char *name)
 		ok = !fclose(*f) && ok;
 	*f = NULL;
 	if (!ok)
-		error_line("cannot write %s: %s", name, strerror(errno));
+		session__error("cannot write %s: %s", name, strerror(errno));
 	return ok;
 }
 
@@ -291,12 +293,12 @@ static int attach_target(struct run *r, int i, bool final)
 	if (ret) {
 		if (!final && ret != LJ_TARGET_UNSUPPORTED)
 			return 0;
-		error_line("%s", r->err);
+		session__error("%s", r->err);
 		return -1;
 	}
 	r->identified[i] = true;
 	if (r->sampler && sampler__add_target(r->sampler, t, r->err, sizeof(r->err))) {
-		error_line("%s", r->err);
+		session__error("%s", r->err);
 		return -1;
 	}
 	r->zones[i] = zones__new(t->pid);
@@ -320,7 +322,7 @@ static void open_tracer(struct run *r)
 		if (sampling(r))
 			note("note: trace aborts are not collected: %s", r->err);
 		else
-			error_line("%s", r->err);
+			session__error("%s", r->err);
 	}
 }
 
@@ -518,7 +520,7 @@ static int finish_samples(struct run *r)
 	int ret = 0;
 
 	if (sampler__collect(r->sampler, &p, &st)) {
-		error_line("out of memory while collecting samples");
+		session__error("out of memory while collecting samples");
 		return 1;
 	}
 	stacks = profile__write_collapsed(&p, &r->o->render, r->out, NULL);
@@ -587,7 +589,7 @@ static int finish_trace(struct run *r)
 		return r->trace_failed && !sampling(r);
 	}
 	if (tracer__report(r->tracer, &rep)) {
-		error_line("out of memory while collecting trace aborts");
+		session__error("out of memory while collecting trace aborts");
 		return 1;
 	}
 	if (trace_report__write_csv(&rep, r->csv))
@@ -671,7 +673,7 @@ int session__run(const struct session_opts *o)
 	int ret = 1;
 
 	if (!privileges__bpf(&why)) {
-		error_line("%s", why);
+		session__error("%s", why);
 		return 1;
 	}
 	memcpy(r.pids, o->pids, sizeof(o->pids));
@@ -679,13 +681,13 @@ int session__run(const struct session_opts *o)
 	/* A -p target must hold LuaJIT now; a launched one maps it later. */
 	for (int i = 0; i < r.npids; i++) {
 		if (lj_target__open(&r.targets[i], r.pids[i], r.err, sizeof(r.err))) {
-			error_line("%s", r.err);
+			session__error("%s", r.err);
 			return 1;
 		}
 		r.identified[i] = true;
 	}
 	if (sampling(&r) && !(r.sampler = sampler__open(&o->sampler, r.err, sizeof(r.err)))) {
-		error_line("%s", r.err);
+		session__error("%s", r.err);
 		return 1;
 	}
 	if (o->argv && launch(&r))

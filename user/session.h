@@ -32,6 +32,9 @@ struct session_opts {
 	const char *bad_arg;		/* the argument argp stopped at, for its error */
 };
 
+/* One line "nupp-bpf: error: MESSAGE" on stderr: how every error is told. */
+void session__error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Run a session; returns the process exit status. */
 int session__run(const struct session_opts *o);
 
