@@ -338,16 +338,26 @@ def run_one(a, workload, config):
     return r
 
 
-def overhead(a):
-    """Interleaved rounds; every number relative to its own round's baseline."""
+def overhead_and_bpf_cost(a):
+    """Interleaved rounds: each runs every workload × configuration once and
+    every BPF cost configuration (below) once, all in one shuffled order, so
+    that a slow phase of the machine spreads over every figure rather than
+    falling on one part. Overhead numbers are relative to their own round's
+    baseline."""
     runs = {(w, c): [] for w in WORKLOADS for c in CONFIGS}
-    pairs = list(runs)
-    for rnd in range(a.rounds):
-        random.shuffle(pairs)
-        for w, c in pairs:
-            runs[(w, c)].append(run_one(a, w, c))
-        log("overhead: round %d of %d done" % (rnd + 1, a.rounds))
-    return runs
+    bcost = {c: [] for c in BPF_CONFIGS}
+    nrounds = max(a.rounds, a.bpf_rounds)
+    for rnd in range(nrounds):
+        tasks = [("overhead", k) for k in runs] if rnd < a.rounds else []
+        tasks += [("bpf", c) for c in BPF_CONFIGS] if rnd < a.bpf_rounds else []
+        random.shuffle(tasks)
+        for kind, k in tasks:
+            if kind == "overhead":
+                runs[k].append(run_one(a, *k))
+            else:
+                bcost[k].append(bpf_cost_one(a, BPF_CONFIGS[k]))
+        log("round %d of %d done" % (rnd + 1, nrounds))
+    return runs, bcost
 
 
 # --- BPF run time per sample on a deep stack ---------------------------------
@@ -394,20 +404,6 @@ def bpf_cost_one(a, args):
     m = re.search(r"(\d+) samples had deeper stacks", text)
     return {"per_sample_ns": run_ns / samples, "est_ns": est, "other_ns": other_ns,
             "runs": runs, "samples": samples, "truncated": bool(m)}
-
-
-def bpf_cost(a):
-    """run_time_ns covers every run of the program, also those that found
-    another task on the CPU and returned at once: all of it is charged to the
-    target's samples, so the per-sample figure is an upper bound."""
-    res = {c: [] for c in BPF_CONFIGS}
-    order = list(BPF_CONFIGS)
-    for rnd in range(a.bpf_rounds):
-        random.shuffle(order)
-        for c in order:
-            res[c].append(bpf_cost_one(a, BPF_CONFIGS[c]))
-    log("bpf cost: done")
-    return res
 
 
 def bpf_only(a):
@@ -594,7 +590,8 @@ def write_report(a, info, runs, bcost, lat, started):
           "`kernel.bpf_stats_enabled=1` during the whole benchmark (two clock reads per "
           "program run), restored at the end.", ""]
     L += ["### Added CPU time of the target", "",
-          "%d rounds; each round runs every workload × configuration once, in shuffled order. "
+          "%d rounds; each round runs every workload × configuration once, and each BPF run time "
+          "configuration (next section) once, all in one shuffled order. "
           "The target waits on stdin until its profiler is attached, then does its work; its CPU "
           "time is user+sys from `wait4`. *added* = CPU time minus the same round's unprofiled run, "
           "median over rounds (min..max); *added, min* = the configuration's fastest run against "
@@ -631,7 +628,9 @@ def write_report(a, info, runs, bcost, lat, started):
           "measured for 0.4 s before the target is released, when every run finds another task "
           "(0 when there is none: an idle CPU does not run the program); "
           "*estimate* = (Δrun_time_ns − other task × (Δrun_cnt − Δsamples)) / Δsamples. "
-          "Median of %d runs." % (a.bpf_window, a.bpf_rounds), "",
+          "run_time_ns covers every run of the program, also those that found another task and "
+          "returned at once. Median of %d runs, one in each round of the overhead runs above, "
+          "at a shuffled place among them." % (a.bpf_window, a.bpf_rounds), "",
           "| ARGS | per sample, upper bound (ns) | per sample, estimate (ns) | other task (ns) "
           "| runs / target samples | stack cut at --depth |", "|---|---:|---:|---:|---:|---|"]
     for c, args in BPF_CONFIGS.items():
@@ -776,8 +775,7 @@ def main():
             bpf_concurrent(a)
             return
         lat = latency(a)
-        bcost = bpf_cost(a)
-        runs = overhead(a)
+        runs, bcost = overhead_and_bpf_cost(a)
     finally:
         with open(STATS, "w") as f:
             f.write(saved)
