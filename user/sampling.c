@@ -32,6 +32,8 @@ struct target {
 	struct bpf_link *gc_probe;	/* retires the walk caches; NULL: no caches */
 	__u64 seen_epoch;		/* the GC epoch the symbolizer's caches hold for */
 	double seen_at;			/* when it was read (CLOCK_MONOTONIC, s) */
+	double caches_retry_at;		/* caches off for GC cycles too often: when to try again, */
+	double caches_backoff;		/* after how long (s), doubled at each failure; 0 never off */
 };
 
 struct sampler {
@@ -465,6 +467,29 @@ static int on_new_slot(void *ctx, void *data, size_t size)
  * would cost it up to 0.5 % of a core. */
 #define GC_CYCLES_MAX_PER_S	250
 
+/* Programs often allocate most at start-up: a target found running GC cycles
+ * too often is tried again with the caches after a while, 2 s the first
+ * time, twice as long after each failure, at most a minute. A try costs it
+ * the probe's hits until the next poll. */
+#define CACHES_RETRY_S		2.0
+#define CACHES_RETRY_MAX_S	60.0
+
+static void retry_walk_caches(struct sampler *s, struct target *tg, double t)
+{
+	/* As at attach: the probe first, then a new epoch, so that no entry
+	 * of before matches and every entry at the new one was found in use
+	 * after any atomic phase the probe missed (bpf/lj_walk.h). */
+	enable_walk_caches(s, tg);
+	if (!tg->gc_probe || configure(s, tg)) {
+		disable_walk_caches(tg);
+		tg->caches_backoff = 0;		/* the probe will not attach: stop trying */
+		return;
+	}
+	tg->seen_at = t;
+	if (getenv("NUPP_VERBOSE"))
+		fprintf(stderr, "sampler: pid %d walk caches on again\n", tg->pid);
+}
+
 /* A GC cycle of a target swept since its last poll (its GC epoch moved):
  * what the symbolizer cached by the addresses of prototypes may now belong
  * to other code. Stacks recorded before the sweep and first seen after it
@@ -475,6 +500,8 @@ static void forget_freed_code(struct sampler *s, struct target *tg)
 	struct nupp_proc now;
 	double t = monotonic_s();
 
+	if (!tg->proc.gc_epoch && tg->caches_backoff && t >= tg->caches_retry_at)
+		retry_walk_caches(s, tg, t);
 	if (!tg->proc.gc_epoch ||
 	    bpf_map__lookup_elem(s->skel->maps.procs, &slot, sizeof(slot), &now, sizeof(now), 0) ||
 	    now.gc_epoch == tg->seen_epoch) {
@@ -486,9 +513,13 @@ static void forget_freed_code(struct sampler *s, struct target *tg)
 		tg->proc.gc_epoch = 0;
 		configure(s, tg);
 		disable_walk_caches(tg);
+		tg->caches_backoff = tg->caches_backoff ? tg->caches_backoff * 2 : CACHES_RETRY_S;
+		if (tg->caches_backoff > CACHES_RETRY_MAX_S)
+			tg->caches_backoff = CACHES_RETRY_MAX_S;
+		tg->caches_retry_at = t + tg->caches_backoff;
 		if (getenv("NUPP_VERBOSE"))
-			fprintf(stderr, "sampler: pid %d runs GC cycles too often; no walk caches\n",
-				tg->pid);
+			fprintf(stderr, "sampler: pid %d runs GC cycles too often; no walk caches "
+				"for %.0f s\n", tg->pid, tg->caches_backoff);
 	}
 	tg->seen_epoch = now.gc_epoch;
 	tg->seen_at = t;
