@@ -259,7 +259,6 @@ static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *s
 	__u32 Lfirst, i;
 	int err;
 
-	count(NUPP_CNT_SAMPLES);
 	if (lj_unlikely(paused)) {
 		count(NUPP_CNT_PAUSED);
 		return 0;

@@ -114,9 +114,11 @@ struct nupp_proc {
 	struct lj_layout lj;
 };
 
-/* Process-wide counters (per-CPU array, index enum nupp_counter). */
+/* Process-wide counters (per-CPU array, index enum nupp_counter). A
+ * sample of a target is counted once: in its stack's slot, or here. The
+ * total is their sum (a counter of every sample would cost each a cache
+ * line more). */
 enum nupp_counter {
-	NUPP_CNT_SAMPLES,	/* samples of target processes */
 	NUPP_CNT_PAUSED,	/* samples dropped while paused */
 	NUPP_CNT_ERR,		/* first of NUPP_ERR_MAX error counters */
 	NUPP_CNT_MAX = NUPP_CNT_ERR + NUPP_ERR_MAX,

@@ -32,6 +32,7 @@ import argparse
 import ctypes
 import datetime
 import json
+import mmap
 import os
 import platform
 import random
@@ -113,10 +114,16 @@ def prog_fd_by_id(prog_id):
     return bpf(13, struct.pack("=I", prog_id))[0]		# BPF_PROG_GET_FD_BY_ID
 
 
-def map_name(fd):
+def map_info(fd):
+    """(name, value_size, max_entries) of a BPF map."""
     info = ctypes.create_string_buffer(80)
     bpf(15, struct.pack("=IIQ", fd, 80, ctypes.addressof(info)))  # BPF_OBJ_GET_INFO_BY_FD
-    return info.raw[24:40].split(b"\0")[0].decode()
+    _, _, _, value_size, max_entries = struct.unpack_from("=5I", info.raw)
+    return info.raw[24:40].split(b"\0")[0].decode(), value_size, max_entries
+
+
+def map_name(fd):
+    return map_info(fd)[0]
 
 
 def percpu_u64(fd, key, ncpu):
@@ -150,32 +157,53 @@ def held_bpf_ids(pid):
 
 
 class Counters:
-    """nupp-bpf's `counters` map (index 0 counts samples of targets)."""
+    """The samples nupp-bpf's sampler counted on its targets: each is counted
+    once, in its stack's slot of the `counts` table (read in place through
+    mmap, as nupp-bpf reads it) or in the `counters` map (paused,
+    unresolved)."""
+
+    SLOT_STATES = (4, 9)	# struct nupp_stack_slot: u64 words of state[]
 
     def __init__(self, pid):
-        self.pid, self.fd, self.tried = pid, None, set()
+        self.pid, self.tried = pid, set()
+        self.counters = self.table = None
         self.ncpu = len(possible_cpus())
 
+    def _find(self):
+        for map_id in held_bpf_ids(self.pid)[0] - self.tried:
+            self.tried.add(map_id)
+            try:
+                fd = map_fd_by_id(map_id)
+            except OSError:
+                continue
+            name, value_size, entries = map_info(fd)
+            if name == "counters" and self.counters is None:
+                self.counters = (fd, entries)
+                continue
+            if name == "counts" and self.table is None:
+                size = -(-value_size * entries // mmap.PAGESIZE) * mmap.PAGESIZE
+                self.table = (mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ),
+                              value_size // 8, entries)
+            os.close(fd)
+
     def samples(self):
-        """Samples counted so far, or None while the map is not found."""
-        if self.fd is None:
-            for map_id in held_bpf_ids(self.pid)[0] - self.tried:
-                self.tried.add(map_id)
-                try:
-                    fd = map_fd_by_id(map_id)
-                except OSError:
-                    continue
-                if map_name(fd) == "counters":
-                    self.fd = fd
-                    break
-                os.close(fd)
-            if self.fd is None:
+        """Samples counted so far, or None while the maps are not found."""
+        if self.counters is None or self.table is None:
+            self._find()
+            if self.counters is None or self.table is None:
                 return None
-        return percpu_u64(self.fd, 0, self.ncpu)
+        fd, entries = self.counters
+        n = sum(percpu_u64(fd, i, self.ncpu) for i in range(entries))
+        mm, words, slots = self.table
+        table = memoryview(mm).cast("Q")[:words * slots]
+        lo, hi = self.SLOT_STATES
+        return n + sum(sum(table[k::words]) for k in range(lo, hi))
 
     def close(self):
-        if self.fd is not None:
-            os.close(self.fd)
+        if self.counters is not None:
+            os.close(self.counters[0])
+        if self.table is not None:
+            self.table[0].close()
 
 
 def prog_stats(prog_ids):
@@ -622,8 +650,8 @@ def write_report(a, info, runs, bcost, lat, started):
           "Target: `luajit tests/bench/driver.lua deep --hold --scale=1.2` (60 distinct functions called one from the next, each from its own chunk, "
           "spinning in a compiled loop at the bottom); profiler: `nupp-bpf record -p PID -o "
           "/dev/null ARGS`. Over a %.1f s window: Δrun_time_ns and Δrun_cnt of the program "
-          "(`bpftool -j prog show id ID`), Δ samples counted for the target (index 0 of its "
-          "`counters` map). *upper bound* charges all run time to the target's samples (also the "
+          "(`bpftool -j prog show id ID`), Δ samples counted for the target (the state counts of "
+          "its `counts` table, read through mmap, plus its `counters` map). *upper bound* charges all run time to the target's samples (also the "
           "runs that found another task and returned at once). *other task* = run time per run "
           "measured for 0.4 s before the target is released, when every run finds another task "
           "(0 when there is none: an idle CPU does not run the program); "
@@ -646,8 +674,8 @@ def write_report(a, info, runs, bcost, lat, started):
     L += ["", "### Attach to first sample", "",
           "Target `luajit tests/bench/driver.lua deep` already spinning; clock starts just before "
           "spawning `nupp-bpf record -p PID -F 997 -d 1 -o /dev/null`. *first sample*: until the "
-          "target-sample counter in nupp-bpf's `counters` map (read through the bpf syscall, "
-          "polled every 2 ms) is non-zero; covers exec, build identification, BPF load, attach "
+          "samples nupp-bpf counted (its `counts` table through mmap and its `counters` map, "
+          "polled every 2 ms) are more than none; covers exec, build identification, BPF load, attach "
           "and the first timer tick. *-d 1 wall − 1 s*: the whole command minus its 1 s of "
           "recording (start-up + up to one 100 ms poll + collection, output, teardown). "
           "%d runs%s." % (a.latency_reps, "" if len(firsts) == len(lat) else

@@ -556,9 +556,23 @@ static __u64 counter(struct sampler *s, __u32 idx)
 	return sum;
 }
 
+/* Samples of the targets so far: every one is counted once, in its
+ * stack's slot or in a counter. */
+static __u64 samples_so_far(struct sampler *s)
+{
+	__u64 n = 0;
+
+	for (size_t k = 0; k < s->nknown; k++)
+		for (int i = 0; i < NUPP_ST_MAX; i++)
+			n += __atomic_load_n(&s->table[s->known[k]].state[i], __ATOMIC_RELAXED);
+	for (__u32 i = 0; i < NUPP_CNT_MAX; i++)
+		n += counter(s, i);
+	return n;
+}
+
 void sampler__progress(struct sampler *s, __u64 *samples, __u64 *stacks)
 {
-	*samples = counter(s, NUPP_CNT_SAMPLES);
+	*samples = samples_so_far(s);
 	*stacks = s->seen.used;
 }
 
@@ -581,6 +595,7 @@ int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats 
 
 		for (int i = 0; i < NUPP_ST_MAX; i++)
 			n += c[i] = __atomic_load_n(&slot->state[i], __ATOMIC_RELAXED);
+		st->samples += n;
 		if (slot->key.truncated)
 			st->truncated += n;
 		if (row < 0) {
@@ -601,9 +616,9 @@ int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats 
 		memcpy(p->rows[at].state, r->state, sizeof(r->state));
 		p->rows[at].unreadable = r->unreadable;
 	}
-	st->samples = counter(s, NUPP_CNT_SAMPLES);
 	st->paused = counter(s, NUPP_CNT_PAUSED);
+	st->samples += st->paused;
 	for (int i = 0; i < NUPP_ERR_MAX; i++)
-		st->unresolved[i] = counter(s, NUPP_CNT_ERR + i);
+		st->samples += st->unresolved[i] = counter(s, NUPP_CNT_ERR + i);
 	return 0;
 }
