@@ -186,18 +186,31 @@ class Counters:
                               value_size // 8, entries)
             os.close(fd)
 
-    def samples(self):
-        """Samples counted so far, or None while the maps are not found."""
+    def _found(self):
         if self.counters is None or self.table is None:
             self._find()
-            if self.counters is None or self.table is None:
-                return None
+        return self.counters is not None and self.table is not None
+
+    def _column(self, k):
+        """Word k of every slot of the table, as bytes (copied at C speed)."""
+        mm, words, slots = self.table
+        return memoryview(mm).cast("Q")[k:words * slots:words].tobytes()
+
+    def samples(self):
+        """Samples counted so far, or None while the maps are not found."""
+        if not self._found():
+            return None
         fd, entries = self.counters
         n = sum(percpu_u64(fd, i, self.ncpu) for i in range(entries))
-        mm, words, slots = self.table
-        table = memoryview(mm).cast("Q")[:words * slots]
         lo, hi = self.SLOT_STATES
-        return n + sum(sum(table[k::words]) for k in range(lo, hi))
+        return n + sum(sum(memoryview(self._column(k)).cast("Q")) for k in range(lo, hi))
+
+    def any(self):
+        """Whether a stack has been counted yet (cheap enough to poll), or
+        None while the maps are not found."""
+        if not self._found():
+            return None
+        return self._column(self.SLOT_STATES[0] - 1).strip(b"\0") != b""	# key.stack words
 
     def close(self):
         if self.counters is not None:
@@ -263,6 +276,16 @@ def busy_s():
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:8]]
     return (v[0] + v[1] + v[2] + v[5] + v[6]) / os.sysconf("SC_CLK_TCK")
+
+
+def vm_hwm_kib(pid):
+    """VmHWM of a live process, None once it is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            m = re.search(r"^VmHWM:\s*(\d+) kB", f.read(), re.M)
+        return int(m.group(1)) if m else None
+    except OSError:
+        return None
 
 
 def rusage_cpu(ru):
@@ -333,6 +356,11 @@ def run_one(a, workload, config):
     err = tgt.stderr.read()
     _, status, ru = os.wait4(tgt.pid, 0)
     wall = time.monotonic() - t0
+    # nupp-bpf's peak RSS: its own memory's high-water mark, read while it
+    # finishes (it polls for its target's exit every 100 ms). ru_maxrss from
+    # wait4 would not do: a child's starts at this script's own RSS when it
+    # was spawned (exec keeps the larger high-water mark).
+    nupp_hwm = vm_hwm_kib(prof.pid) if kind == "nupp" else None
     tgt.returncode = os.waitstatus_to_exitcode(status)
     if tgt.returncode:
         die("%s failed under %s: %s" % (workload, config, err.strip()))
@@ -355,7 +383,7 @@ def run_one(a, workload, config):
         r["nupp_cpu"] = rusage_cpu(pru)
         r["nupp_run_cpu"] = rusage_cpu(pru) - ready_cpu
         r["nupp_run_wall"] = t_exit - t0
-        r["nupp_rss_kib"] = pru.ru_maxrss
+        r["nupp_rss_kib"] = nupp_hwm
         r["busy_s"] -= r["nupp_run_cpu"]
         stats1 = prog_stats(progs)
         for fd in prog_fds:
@@ -516,7 +544,7 @@ def latency_one(a):
     counters, first = Counters(prof.pid), None
     while first is None and prof.poll() is None:
         try:
-            n = counters.samples()
+            n = counters.any()
         except OSError:
             n = None
         if n:
@@ -673,9 +701,8 @@ def write_report(a, info, runs, bcost, lat, started):
     d1 = [r["d1_minus_1"] for r in lat]
     L += ["", "### Attach to first sample", "",
           "Target `luajit tests/bench/driver.lua deep` already spinning; clock starts just before "
-          "spawning `nupp-bpf record -p PID -F 997 -d 1 -o /dev/null`. *first sample*: until the "
-          "samples nupp-bpf counted (its `counts` table through mmap and its `counters` map, "
-          "polled every 2 ms) are more than none; covers exec, build identification, BPF load, attach "
+          "spawning `nupp-bpf record -p PID -F 997 -d 1 -o /dev/null`. *first sample*: until "
+          "nupp-bpf's `counts` table (read through mmap, polled every 2 ms) holds a stack; covers exec, build identification, BPF load, attach "
           "and the first timer tick. *-d 1 wall − 1 s*: the whole command minus its 1 s of "
           "recording (start-up + up to one 100 ms poll + collection, output, teardown). "
           "%d runs%s." % (a.latency_reps, "" if len(firsts) == len(lat) else
@@ -690,7 +717,9 @@ def write_report(a, info, runs, bcost, lat, started):
           "From the `nupp 997` runs above (`nupp-bpf record -p PID -o /dev/null -F 997`), `wait4` "
           "on nupp-bpf. *total*: all its CPU time, start-up included. *while recording*: CPU time "
           "after it reached its poll loop (`/proc/PID/schedstat` then) until exit, divided by the "
-          "wall time from releasing the target to nupp-bpf's exit. Peak RSS = `ru_maxrss`.", "",
+          "wall time from releasing the target to nupp-bpf's exit. Peak RSS = nupp-bpf's `VmHWM` "
+          "(`/proc/PID/status`) when its target has exited and it is finishing; `ru_maxrss` from "
+          "`wait4` would report at least this script's own RSS, which a child's peak starts from.", "",
           "| workload | total CPU s | while recording, % of one core | peak RSS MiB |",
           "|---|---:|---:|---:|"]
     for w in WORKLOADS:
@@ -698,7 +727,7 @@ def write_report(a, info, runs, bcost, lat, started):
         L.append("| %s | %.3f | %.2f%% | %.1f |" % (
             w, med([r["nupp_cpu"] for r in rs]),
             med([100 * r["nupp_run_cpu"] / r["nupp_run_wall"] for r in rs]),
-            max(r["nupp_rss_kib"] for r in rs) / 1024))
+            max(r["nupp_rss_kib"] or 0 for r in rs) / 1024))
 
     L += ["", "### Against the targets", "", "| target | measured | met |", "|---|---|---|"]
     for t in targets(runs, bcost, lat):
@@ -729,7 +758,7 @@ def targets(runs, bcost, lat):
     firsts = med([r["first"] for r in lat])
     core = max(med([100 * r["nupp_run_cpu"] / r["nupp_run_wall"] for r in runs[(w, "nupp 997")]])
                for w in WORKLOADS)
-    rss = max(r["nupp_rss_kib"] for w in WORKLOADS for r in runs[(w, "nupp 997")]) / 1024
+    rss = max(r["nupp_rss_kib"] or 0 for w in WORKLOADS for r in runs[(w, "nupp 997")]) / 1024
     bpf_tick = [r["bpf_pct"] for r in rows if r["bpf_pct"] is not None]
     rate = med([r["samples"] / r["cpu"] for r in rows])
     at_hz = max(r["bpf_us"] * 250 / 1e4 for r in rows if r["bpf_us"] is not None)
