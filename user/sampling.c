@@ -474,7 +474,7 @@ static int on_new_slot(void *ctx, void *data, size_t size)
 #define CACHES_RETRY_S		2.0
 #define CACHES_RETRY_MAX_S	60.0
 
-static void retry_walk_caches(struct sampler *s, struct target *tg, double t)
+static void retry_walk_caches(struct sampler *s, struct target *tg)
 {
 	/* As at attach: the probe first, then a new epoch, so that no entry
 	 * of before matches and every entry at the new one was found in use
@@ -485,7 +485,6 @@ static void retry_walk_caches(struct sampler *s, struct target *tg, double t)
 		tg->caches_backoff = 0;		/* the probe will not attach: stop trying */
 		return;
 	}
-	tg->seen_at = t;
 	if (getenv("NUPP_VERBOSE"))
 		fprintf(stderr, "sampler: pid %d walk caches on again\n", tg->pid);
 }
@@ -501,7 +500,7 @@ static void forget_freed_code(struct sampler *s, struct target *tg)
 	double t = monotonic_s();
 
 	if (!tg->proc.gc_epoch && tg->caches_backoff && t >= tg->caches_retry_at)
-		retry_walk_caches(s, tg, t);
+		retry_walk_caches(s, tg);
 	if (!tg->proc.gc_epoch ||
 	    bpf_map__lookup_elem(s->skel->maps.procs, &slot, sizeof(slot), &now, sizeof(now), 0) ||
 	    now.gc_epoch == tg->seen_epoch) {
