@@ -364,11 +364,17 @@ def test_interp_base_around_c_calls(nupp):
     the base. The benchmark's gc_heavy workload allocates a table and a
     closure per iteration in the interpreter (lj_tab_new, lj_func_newL_gc) and
     is sampled in those windows: taking rdx there counted ~0.8 % of its
-    samples as `bad frame base`. None may be now; the samples of lua_close's
-    empty stack count as `no frame`."""
+    samples as `bad frame base`. What remains are single instructions where
+    rdx is BASE but the frame is half made (kernel-notes/sampler.md): in
+    lj_BC_CALL after BASE moved to the callee and before its link is stored,
+    in lj_BC_RET1 after the result overwrote the function and before BASE
+    moves back; about 1 sample in 10,000 each, counted as `bad frame base` or
+    `read fault`. At most 0.2 % may be; the samples of lua_close's empty stack
+    count as `no frame`."""
     run = nupp.launch(STOCK_LUAJIT, ROOT / "tests/bench/driver.lua", "gc_heavy")
     assert run.returncode == 0, run
-    assert not re.search(r"bad frame base \d+", run.stderr), run.stderr
+    m = re.search(r"bad frame base (\d+)", run.stderr)
+    assert not m or int(m[1]) <= 0.002 * run.summary.unresolved_of, run.stderr
     assert run.unresolved_fraction() <= 0.01, run.stderr
     assert share(run.rows, lambda f: f[-1].startswith("gc_heavy")) >= 0.5, run.output.read_text()
 
