@@ -327,8 +327,6 @@ static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *s
 		if (walk_steps(&sc->walk, &p->lj))
 			break;
 	}
-	w = &sc->walk.w;
-	key = &sc->key;
 	if (lj_unlikely(w->err))
 		return unresolved(w->err - 1);
 	if (lj_unlikely(!w->depth))
