@@ -418,10 +418,14 @@ def overhead_and_bpf_cost(a):
 
 # --- BPF run time per sample on a deep stack ---------------------------------
 
+# The program at 250 and 4001 Hz too: what a sample costs depends on how much
+# of what it touches the machine evicted since the last one.
 BPF_CONFIGS = {
     "cpu 997 Hz, --depth 1": ("-F", "997", "--depth", "1"),
     "cpu 997 Hz, --depth 16": ("-F", "997", "--depth", "16"),
     "cpu 997 Hz, --depth 64": ("-F", "997", "--depth", "64"),
+    "cpu 250 Hz, --depth 16": ("-F", "250", "--depth", "16"),
+    "cpu 4001 Hz, --depth 16": ("-F", "4001", "--depth", "16"),
     "tick, --depth 16": ("--clock", "tick", "--depth", "16"),
 }
 
@@ -457,6 +461,11 @@ def bpf_cost_one(a, args):
     runs = s2[0][2] - s1[0][2]
     samples = max(c2 - c1, 1)
     est = (run_ns - other_ns * (runs - samples)) / samples
+    # The runs that find another task cost less while the target spins (the
+    # program runs more often, on warmer caches) than while it waits: the
+    # correction can exceed the run time. No estimate then.
+    if est <= 0:
+        est = None
     m = re.search(r"(\d+) samples had deeper stacks", text)
     return {"per_sample_ns": run_ns / samples, "est_ns": est, "other_ns": other_ns,
             "runs": runs, "samples": samples, "truncated": bool(m)}
@@ -683,7 +692,9 @@ def write_report(a, info, runs, bcost, lat, started):
           "runs that found another task and returned at once). *other task* = run time per run "
           "measured for 0.4 s before the target is released, when every run finds another task "
           "(0 when there is none: an idle CPU does not run the program); "
-          "*estimate* = (Δrun_time_ns − other task × (Δrun_cnt − Δsamples)) / Δsamples. "
+          "*estimate* = (Δrun_time_ns − other task × (Δrun_cnt − Δsamples)) / Δsamples, "
+          "left out when not above 0 (the runs that find another task cost less while the target "
+          "spins than while it waits; *(k of n)*: runs that gave one). "
           "run_time_ns covers every run of the program, also those that found another task and "
           "returned at once. Median of %d runs, one in each round of the overhead runs above, "
           "at a shuffled place among them." % (a.bpf_window, a.bpf_rounds), "",
@@ -691,9 +702,11 @@ def write_report(a, info, runs, bcost, lat, started):
           "| runs / target samples | stack cut at --depth |", "|---|---:|---:|---:|---:|---|"]
     for c, args in BPF_CONFIGS.items():
         rs = bcost[c]
-        L.append("| `%s` | %.0f | %s | %s | %.0f / %.0f | %s |" % (
-            " ".join(args), med([r["per_sample_ns"] for r in rs]),
-            fmt(med([r["est_ns"] for r in rs]), ".0f"), fmt(med([r["other_ns"] for r in rs]), ".0f"),
+        ests = [r["est_ns"] for r in rs if r["est_ns"] is not None]
+        L.append("| `%s` | %.0f | %s%s | %s | %.0f / %.0f | %s |" % (
+            " ".join(args), med([r["per_sample_ns"] for r in rs]), fmt(med(ests), ".0f"),
+            "" if len(ests) == len(rs) else " (%d of %d)" % (len(ests), len(rs)),
+            fmt(med([r["other_ns"] for r in rs]), ".0f"),
             med([r["runs"] for r in rs]), med([r["samples"] for r in rs]),
             "yes" if rs[0]["truncated"] else "no"))
 
