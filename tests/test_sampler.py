@@ -274,6 +274,44 @@ def test_launch_profiles_from_the_start(nupp):
         f"command was not sampled:\n{run.output.read_text()}"
 
 
+def test_launch_follows_a_wrapper_script(nupp):
+    """A launched shell runs `luajit early.lua` as its child, then exits 3:
+    the child is profiled from its first poll on (nothing is attached until
+    then, so the session polls every 10 ms), late() getting its timed share
+    +-3 points and early() +-5 (up to two polls, 20 ms, of its 0.5 s can be
+    missed); the shell's status and the child's output pass through."""
+    run = nupp.record(["--", "sh", "-c", f"/usr/bin/luajit {workload('early.lua')} 0.5 0.5; exit 3"])
+    assert run.returncode == 3, run
+    truth = parse_truth(run.stdout)
+    assert set(truth) == {"early", "late", "sink"}, run
+    assert re.search(r"^nupp-bpf: recording PID \d+: /usr/bin/luajit \(debian-luajit-bin\), "
+                     r"started by sh$", run.stderr, re.M), run
+    for fn, tol in (("late", SHARE_TOL), ("early", 5)):
+        got = 100 * share(run.rows, lambda f: f"early.lua:{fn}" in f)
+        assert abs(got - 100 * truth[fn]) <= tol, \
+            f"{fn}: {got:.1f} % of the samples, timed {100 * truth[fn]:.1f} %:\n{run}"
+
+
+def test_launch_follows_forked_workers(nupp):
+    """forkworkers.lua forks two workers, as an OpenResty master forks its
+    nginx workers; they spin in work_a() and work_b() at once, 1.5 s of CPU
+    each, in the VM they inherit. Each is found at a poll of the master (at
+    most 0.1 s late) and profiled: its function gets 75-110 % of its CPU
+    seconds x 997 samples (the upper bound widened by the machine's steal).
+    The master's output and status pass through."""
+    run = nupp.launch(STOCK_LUAJIT, workload("forkworkers.lua"), 1.5)
+    assert run.returncode == 0, run
+    assert run.stdout.endswith("workers done\n"), run
+    truth = parse_truth(run.stdout)
+    assert len(re.findall(r"^nupp-bpf: recording PID \d+: .*, started by ", run.stderr,
+                          re.M)) == 2, run
+    for fn in ("work_a", "work_b"):
+        got = sum(c for s, c in run.rows if f"forkworkers.lua:{fn}" in frames(s))
+        want = 997 * truth[fn]
+        assert 0.75 * want <= got <= 1.1 * want / (1 - 2 * run.steal), \
+            f"{fn}: {got} samples for {truth[fn]:.2f} CPU seconds:\n{run}"
+
+
 CACHES_OFF_RE = r"sampler: pid \d+ runs GC cycles too often; no walk caches for (\d+) s"
 CACHES_ON_RE = r"sampler: pid \d+ walk caches on again"
 

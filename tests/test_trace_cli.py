@@ -67,6 +67,31 @@ def test_default_job_writes_every_output(privileged, tmp_path):
     assert "trace aborts" in p.stderr and "blacklisted" in p.stderr
 
 
+def test_default_job_follows_forked_workers(privileged, tmp_path):
+    """The default job on a master that forks two workers (forkworkers.lua):
+    the trace aborts of the worker whose loop creates a closure (NYI: FNEW)
+    are collected from its own process, and both workers are sampled. Its
+    first aborts come before the worker is found (the loop is hot within
+    microseconds); LuaJIT's doubling penalty spaces the later ones out over
+    seconds, so that some fall in the 1.5 s it runs."""
+    workers = ROOT / "tests" / "workloads" / "forkworkers.lua"
+    line = next(i for i, l in enumerate(workers.read_text().splitlines(), 1) if "-- FNEW" in l)
+    p = subprocess.run([str(NUPP), "-F", "997", "-o", str(tmp_path / "w"), "--",
+                        "/usr/bin/luajit", str(workers), "1.5"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.endswith("workers done\n"), p.stdout
+    rows = read_csv(tmp_path / "w-aborts.csv")
+    assert rows[0] == HEADER
+    fnew = [r for r in rows[1:] if r[3] == "trace.nyi-bytecode.FNEW"]
+    assert [r[6] for r in fnew] and all(r[6] == f"forkworkers.lua:{line}" for r in fnew), rows
+    assert sum(int(r[1]) for r in fnew) >= 1, rows
+    assert all(r[3] == "trace.nyi-bytecode.FNEW" for r in rows[1:]), rows
+    collapsed = (tmp_path / "w.collapsed").read_text()
+    for fn in ("work_a", "work_b"):
+        assert f";forkworkers.lua:{fn} " in collapsed, collapsed
+
+
 def test_trace_csv_to_stdout_round_trips(privileged):
     p = subprocess.run([str(NUPP), "trace", "-o", "-", "--no-summary", "--", "/usr/bin/luajit",
                         "-e", "io.stdout:setvbuf('no')", str(FNEW)],

@@ -138,6 +138,28 @@ static int identify(struct lj_target *t, const char *path, __u64 start, __u64 of
 	return found;
 }
 
+__u64 lj_target__code_digest(pid_t pid)
+{
+	char maps[64], line[PATH_MAX + 128];
+	__u64 h = 14695981039346656037ULL;	/* FNV-1a 64 */
+	FILE *f;
+
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
+	f = fopen(maps, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *perms = strchr(line, ' ');
+
+		if (!perms || perms[3] != 'x' || !strchr(line, '/'))
+			continue;
+		for (const char *p = line; *p; p++)
+			h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	}
+	fclose(f);
+	return h;
+}
+
 int lj_target__open(struct lj_target *t, pid_t pid, char *err, size_t errsz)
 {
 	int ret = lj_target__identify(t, pid, err, errsz);

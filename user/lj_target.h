@@ -50,6 +50,12 @@ __u64 lj_target__sym(const struct lj_target *t, const char *name);
 /* File offset (what a uprobe attaches at) of an ELF vaddr, 0 when unmapped. */
 __u64 lj_target__file_offset(const struct lj_target *t, __u64 vaddr);
 
+/* A digest of the executable file mappings of process pid (0: unreadable).
+ * A process found without LuaJIT can come to hold one only by exec or by
+ * mapping code, which change it: a caller waiting for LuaJIT identifies the
+ * process again only then. */
+__u64 lj_target__code_digest(pid_t pid);
+
 /* Rescan the process for global_States (new VMs); returns how many. */
 int lj_target__scan_vms(struct lj_target *t);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <dirent.h>
 #include <elf.h>
 #include <sys/ptrace.h>
 #include <sys/user.h>
@@ -73,9 +74,13 @@ struct run {
 	bool identified[SESSION_MAX_PIDS];	/* LuaJIT found in it */
 	bool attached[SESSION_MAX_PIDS];
 	unsigned next_scan[SESSION_MAX_PIDS];	/* tick of the next VM scan */
-	bool exited[SESSION_MAX_PIDS];
-	pid_t pids[SESSION_MAX_PIDS];
+	__u64 code_seen[SESSION_MAX_PIDS];	/* lj_target__code_digest when not found */
+	bool exited[SESSION_MAX_PIDS];		/* or, a process it started, left out */
+	pid_t pids[SESSION_MAX_PIDS];	/* -p; or the launched command, then the
+					 * processes it started, as found */
 	int npids;
+	bool pids_full;			/* more processes started than followed; said so */
+	bool no_children;		/* the kernel does not list children; said so */
 	pid_t child;			/* launched command, 0 for -p */
 	int child_status;
 	bool child_reaped;
@@ -135,7 +140,7 @@ static int launch(struct run *r)
 }
 
 static int attach_target(struct run *r, int i, bool final);
-static void open_tracer(struct run *r);
+static void trace_target(struct run *r, int i);
 
 /* The program's entry point (AT_ENTRY), 0 when unknown. */
 static __u64 entry_point(pid_t pid)
@@ -213,7 +218,7 @@ static void release(struct run *r)
 	if (!a && run_to_entry(r))
 		a = attach_target(r, 0, false);
 	if (a > 0)
-		open_tracer(r);
+		trace_target(r, 0);
 	r->unsupported = a < 0;		/* said so; the command runs on unprofiled */
 	if (!r->child_reaped)
 		ptrace(PTRACE_DETACH, r->child, NULL, NULL);
@@ -283,39 +288,55 @@ static bool close_one(FILE **f, const char *name)
 	return ok;
 }
 
+/* A process the launched command started: what fails for it is said in a
+ * note, and the session goes on without it. */
+static bool started_by_command(const struct run *r, int i)
+{
+	return r->child && i > 0;
+}
+
 /* Identify LuaJIT in target i and start sampling it. 1 attached, 0 not yet
- * (a launched process may map LuaJIT later), -1 error. */
+ * (a launched process may map LuaJIT later), -1 error. A process waiting for
+ * LuaJIT is identified again only when its code mappings changed. */
 static int attach_target(struct run *r, int i, bool final)
 {
 	struct lj_target *t = &r->targets[i];
-	int ret = r->identified[i] ? 0 : lj_target__open(t, r->pids[i], r->err, sizeof(r->err));
+	__u64 code = r->identified[i] || final ? 0 : lj_target__code_digest(r->pids[i]);
+	int ret = 0;
 
+	if (code && code == r->code_seen[i])
+		return 0;
+	if (!r->identified[i])
+		ret = lj_target__open(t, r->pids[i], r->err, sizeof(r->err));
 	if (ret) {
+		r->code_seen[i] = code;
 		if (!final && ret != LJ_TARGET_UNSUPPORTED)
 			return 0;
-		session__error("%s", r->err);
-		return -1;
+		goto fail;
 	}
 	r->identified[i] = true;
-	if (r->sampler && sampler__add_target(r->sampler, t, r->err, sizeof(r->err))) {
-		session__error("%s", r->err);
-		return -1;
-	}
+	if (r->sampler && sampler__add_target(r->sampler, t, r->err, sizeof(r->err)))
+		goto fail;
 	r->zones[i] = zones__new(t->pid);
 	r->attached[i] = true;
 	return 1;
+fail:
+	if (!started_by_command(r, i)) {
+		session__error("%s", r->err);
+		return -1;
+	}
+	note("note: PID %d, started by %s, is not profiled: %s", r->pids[i], r->o->argv[0], r->err);
+	r->exited[i] = true;
+	return 0;
 }
 
-/* Attach the trace collector to the targets, once all are attached (the
- * collector keeps pointers to them). Where LuaJIT's abort path cannot be
- * found, `trace` fails; the default job goes on sampling. */
+/* Attach the trace collector to every -p target at once. Where LuaJIT's
+ * abort path cannot be found, `trace` fails; the default job goes on
+ * sampling. */
 static void open_tracer(struct run *r)
 {
 	if (!tracing(r) || r->tracer || r->trace_failed)
 		return;
-	for (int i = 0; i < r->npids; i++)
-		if (!r->attached[i])
-			return;
 	r->tracer = tracer__open(r->targets, r->npids, r->o->include_benign, r->err, sizeof(r->err));
 	if (!r->tracer) {
 		r->trace_failed = true;
@@ -323,6 +344,93 @@ static void open_tracer(struct run *r)
 			note("note: trace aborts are not collected: %s", r->err);
 		else
 			session__error("%s", r->err);
+	}
+}
+
+/* Attach the trace collector to launched process i, opening it with the
+ * first that loads LuaJIT. If that one fails, as open_tracer(); a later one
+ * is left out with a note. */
+static void trace_target(struct run *r, int i)
+{
+	if (!tracing(r) || r->trace_failed)
+		return;
+	if (!r->tracer) {
+		r->tracer = tracer__open(&r->targets[i], 1, r->o->include_benign, r->err,
+					 sizeof(r->err));
+	} else if (tracer__add_target(r->tracer, &r->targets[i], r->err, sizeof(r->err))) {
+		note("note: trace aborts of PID %d are not collected: %s", r->pids[i], r->err);
+		return;
+	}
+	if (!r->tracer) {
+		r->trace_failed = true;
+		if (sampling(r))
+			note("note: trace aborts are not collected: %s", r->err);
+		else
+			session__error("%s", r->err);
+	}
+}
+
+/* The processes the launched command starts are followed, as perf record
+ * follows them: a wrapper script runs its Lua in a child, a server (an
+ * OpenResty master) in the workers it forks. Each new child of a followed
+ * process becomes a target, profiled once it holds LuaJIT. A child that
+ * lives less than a poll (10 ms while nothing is profiled, else 100 ms) can
+ * be missed. */
+static void adopt_children(struct run *r)
+{
+	int n = r->npids;
+	char self[64];
+
+	if (r->no_children)
+		return;
+	snprintf(self, sizeof(self), "/proc/self/task/%d/children", (int)gettid());
+	if (access(self, R_OK)) {
+		note("note: processes %s starts are not followed: this kernel does not list "
+		     "them (%s: CONFIG_PROC_CHILDREN)", r->o->argv[0], self);
+		r->no_children = true;
+		return;
+	}
+
+	for (int i = 0; i < n; i++) {
+		char path[64];
+		struct dirent *d;
+		DIR *dir;
+
+		if (r->exited[i])
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task", r->pids[i]);
+		dir = opendir(path);
+		while (dir && (d = readdir(dir))) {
+			char name[300];
+			FILE *f;
+			int pid;
+
+			if (d->d_name[0] == '.')
+				continue;
+			snprintf(name, sizeof(name), "/proc/%d/task/%s/children", r->pids[i], d->d_name);
+			f = fopen(name, "re");
+			while (f && fscanf(f, "%d", &pid) == 1) {
+				int k = 0;
+
+				while (k < r->npids && r->pids[k] != pid)
+					k++;
+				if (k < r->npids)
+					continue;
+				if (r->npids == SESSION_MAX_PIDS) {
+					if (!r->pids_full)
+						note("note: %s started more than %d processes; "
+						     "later ones are not followed", r->o->argv[0],
+						     SESSION_MAX_PIDS);
+					r->pids_full = true;
+					break;
+				}
+				r->pids[r->npids++] = pid;
+			}
+			if (f)
+				fclose(f);
+		}
+		if (dir)
+			closedir(dir);
 	}
 }
 
@@ -376,12 +484,15 @@ static void scan_vms(struct run *r, int i, unsigned tick)
 		sampler__refresh_target(r->sampler, t);
 }
 
-/* Mark exited targets, attach late ones; how many still run, -1 on error. */
+/* Mark exited targets, attach late ones; how many still run (a launched
+ * command: whether it does), -1 on error. */
 static int check_targets(struct run *r, unsigned tick)
 {
 	int alive = 0;
 
 	check_child(r, false);
+	if (r->child)
+		adopt_children(r);
 	for (int i = 0; i < r->npids; i++) {
 		if (r->exited[i])
 			continue;
@@ -395,7 +506,11 @@ static int check_targets(struct run *r, unsigned tick)
 			if (a < 0)
 				return -1;
 			if (a > 0)
-				open_tracer(r);
+				trace_target(r, i);
+			if (a > 0 && i > 0 && r->o->summary)
+				note("recording PID %d: %s (%s), started by %s", r->pids[i],
+				     r->targets[i].shown, lj_target__build(&r->targets[i])->id,
+				     r->o->argv[0]);
 		}
 		/* A zone module loaded since: until its gate opens, its zones
 		 * are not recorded, so look at every poll (only new files are
@@ -406,7 +521,7 @@ static int check_targets(struct run *r, unsigned tick)
 			scan_vms(r, i, tick);
 		alive++;
 	}
-	return alive;
+	return r->child ? !r->exited[0] : alive;
 }
 
 /* Say what is being recorded, once it is. */
@@ -423,8 +538,17 @@ static void announce(const struct run *r)
 	}
 }
 
-/* Poll until the duration ends, a stop signal comes, or every target exits.
- * Until a launched target has mapped LuaJIT, look for it every tick. */
+static bool any_attached(const struct run *r)
+{
+	for (int i = 0; i < r->npids; i++)
+		if (r->attached[i])
+			return true;
+	return false;
+}
+
+/* Poll until the duration ends, a stop signal comes, or every target (a
+ * launched command) exits. Until a launched process has mapped LuaJIT, look
+ * for it every tick. */
 static int record(struct run *r)
 {
 	const struct session_opts *o = r->o;
@@ -436,7 +560,7 @@ static int record(struct run *r)
 			tracer__poll(r->tracer, TICK_MS);
 		else
 			usleep(TICK_MS * 1000);
-		if (tick % POLL_TICKS && r->attached[0])
+		if (tick % POLL_TICKS && any_attached(r))
 			continue;
 		if (r->sampler)
 			sampler__poll(r->sampler);
@@ -616,8 +740,11 @@ static int finish(struct run *r)
 		if (r->exited[i] && !r->child)
 			note("note: PID %d exited during the session; what it did until then is kept",
 			     r->pids[i]);
-	if (r->child && !r->attached[0])
+	if (r->child && !any_attached(r) && r->npids == 1)
 		note("note: %s never loaded LuaJIT", r->o->argv[0]);
+	else if (r->child && !any_attached(r))
+		note("note: neither %s nor the %d processes it started loaded LuaJIT", r->o->argv[0],
+		     r->npids - 1);
 	if (r->out_name[0] && strcmp(r->out_name, "-"))
 		note("wrote %s", r->out_name);
 	if (r->svg_name[0])

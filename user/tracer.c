@@ -725,12 +725,29 @@ static int target_attach(struct tracer *tr, struct tr_target *tg, char *err, siz
 	return 0;
 }
 
+int tracer__add_target(struct tracer *tr, const struct lj_target *t, char *err, size_t errsz)
+{
+	struct tr_target *tg = realloc(tr->tg, (tr->ntg + 1) * sizeof(*tg));
+
+	if (!tg) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	tr->tg = tg;
+	tg = &tr->tg[tr->ntg];
+	*tg = (struct tr_target){ .pid = t->pid, .t = t };
+	if (target_attach(tr, tg, err, errsz))
+		return -1;
+	tr->ntg++;
+	return 0;
+}
+
 struct tracer *tracer__open(const struct lj_target *targets, int n, bool include_benign,
 			    char *err, size_t errsz)
 {
 	struct tracer *tr = calloc(1, sizeof(*tr));
 
-	if (!tr || n <= 0 || !(tr->tg = calloc(n, sizeof(*tr->tg)))) {
+	if (!tr || n <= 0) {
 		snprintf(err, errsz, n <= 0 ? "no target process" : "out of memory");
 		goto fail;
 	}
@@ -741,13 +758,9 @@ struct tracer *tracer__open(const struct lj_target *targets, int n, bool include
 		snprintf(err, errsz, "failed to load the trace BPF program: %s", strerror(errno));
 		goto fail;
 	}
-	for (int i = 0; i < n; i++) {
-		tr->ntg = i + 1;
-		tr->tg[i].pid = targets[i].pid;
-		tr->tg[i].t = &targets[i];
-		if (target_attach(tr, &tr->tg[i], err, errsz))
+	for (int i = 0; i < n; i++)
+		if (tracer__add_target(tr, &targets[i], err, errsz))
 			goto fail;
-	}
 	tr->rb = ring_buffer__new(bpf_map__fd(tr->skel->maps.events), handle_event, tr, NULL);
 	if (!tr->rb) {
 		snprintf(err, errsz, "failed to create the ring buffer reader: %s", strerror(errno));

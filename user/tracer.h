@@ -72,6 +72,11 @@ struct tracer;
 struct tracer *tracer__open(const struct lj_target *targets, int n, bool include_benign,
 			    char *err, size_t errsz);
 
+/* Attach to one more target (opened with lj_target__open; it must outlive
+ * the tracer): a process the session found later. 0, or -1 with a reason in
+ * err. */
+int tracer__add_target(struct tracer *tr, const struct lj_target *t, char *err, size_t errsz);
+
 /* Tell the probe where target pid keeps its nupp_zone_state (zone_state.h);
  * aborts then carry the zone path open when they happened. 0 or -errno. */
 int tracer__set_zone_state(struct tracer *tr, pid_t pid, __u64 zone_state_addr);
