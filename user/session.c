@@ -27,6 +27,7 @@
 #define POLL_TICKS	10	/* symbolize new stacks every 100 ms */
 
 static volatile sig_atomic_t stop_signal;
+static bool status_shown;	/* the live status line is on the terminal */
 
 static void on_stop_signal(int sig)
 {
@@ -35,6 +36,9 @@ static void on_stop_signal(int sig)
 
 static void say(const char *prefix, const char *fmt, va_list ap)
 {
+	if (status_shown)		/* a line of its own, not after the status */
+		fputs("\r\033[K", stderr);
+	status_shown = false;
 	fputs(prefix, stderr);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
@@ -455,12 +459,14 @@ static void status_line(struct run *r, bool clear)
 		return;
 	if (clear) {
 		fputs("\r\033[K", stderr);
+		status_shown = false;
 		return;
 	}
 	if (r->sampler)
 		sampler__progress(r->sampler, &samples, &stacks);
 	fprintf(stderr, "\r\033[Knupp-bpf: %.1f s, %llu samples, %llu stacks", now() - r->started,
 		(unsigned long long)samples, (unsigned long long)stacks);
+	status_shown = true;
 }
 
 /* Reap the launched child when it has exited. */
