@@ -467,25 +467,33 @@ def bpf_cost_one(a, args):
     if est <= 0:
         est = None
     m = re.search(r"(\d+) samples had deeper stacks", text)
+    # Run time per timer interval of the target's busy CPU: what a build cut
+    # short for an experiment (it counts no samples) can be compared on.
+    hz = dict(zip(args, args[1:])).get("-F")
     return {"per_sample_ns": run_ns / samples, "est_ns": est, "other_ns": other_ns,
+            "per_tick_ns": run_ns / (int(hz) * a.bpf_window) if hz else None,
             "runs": runs, "samples": samples, "truncated": bool(m)}
 
 
 def bpf_only(a):
-    """The BPF cost alone, for a.nupp and, interleaved round by round, a.compare."""
-    builds = [a.nupp] + ([a.compare] if a.compare else [])
-    res = {(b, c): [] for b in builds for c in BPF_CONFIGS}
+    """The BPF cost alone, for a.nupp and, interleaved round by round, each
+    build of a.compare; with a.per_tick, run time per timer interval."""
+    builds = [a.nupp] + (a.compare or [])
+    configs = {c: v for c, v in BPF_CONFIGS.items() if a.configs in c}
+    what = "per_tick_ns" if a.per_tick else "est_ns"
+    res = {(b, c): [] for b in builds for c in configs}
     for rnd in range(a.bpf_rounds):
-        for c in BPF_CONFIGS:
+        for c in configs:
             for b in random.sample(builds, len(builds)):
                 a_b = argparse.Namespace(**{**vars(a), "nupp": b})
-                res[b, c].append(bpf_cost_one(a_b, BPF_CONFIGS[c])["est_ns"])
-    for c in BPF_CONFIGS:
+                res[b, c].append(bpf_cost_one(a_b, configs[c])[what])
+    for c in configs:
         meds = [med(res[b, c]) for b in builds]
-        line = "  ".join("%s: %6.0f ns" % (b, m) for b, m in zip(builds, meds))
-        if a.compare:
-            line += "  ratio %.2f" % (meds[0] / meds[1])
-        log("%-28s %s  (estimate, median of %d)" % (c, line, a.bpf_rounds))
+        line = "  ".join("%s: %s" % (b, fmt(m, "6.0f", " ns")) for b, m in zip(builds, meds))
+        if a.compare and None not in meds:
+            line += "  ratios to the first %s" % " ".join("%.2f" % (m / meds[0]) for m in meds[1:])
+        log("%-28s %s  (%s, median of %d)" % (c, line, "per timer interval" if a.per_tick
+                                              else "estimate", a.bpf_rounds))
 
 
 def bpf_concurrent(a):
@@ -825,9 +833,15 @@ def main():
                    help="every run's numbers, as JSON")
     p.add_argument("--bpf-only", action="store_true",
                    help="only measure the BPF run time per sample and print it (no report)")
-    p.add_argument("--compare", metavar="NUPP",
-                   help="with --bpf-only: also measure this other nupp-bpf build, runs "
-                        "interleaved with --nupp's, and print the ratio of the medians")
+    p.add_argument("--compare", nargs="+", metavar="NUPP",
+                   help="with --bpf-only: also measure these other nupp-bpf builds, runs "
+                        "interleaved with --nupp's, and print the ratios of the medians to it")
+    p.add_argument("--configs", default="", metavar="TEXT",
+                   help="with --bpf-only: only the configurations whose name contains TEXT")
+    p.add_argument("--per-tick", action="store_true",
+                   help="with --bpf-only: run time per timer interval of the busy target "
+                        "instead of per sample counted, for builds cut short that count none "
+                        "(-F configurations only)")
     p.add_argument("--concurrent", nargs="+", metavar="NUPP[@DEPTH]",
                    help="only compare the BPF run time per sample of these builds, attached "
                         "to one target at once (the first is the reference; DEPTH default 16)")
