@@ -84,7 +84,7 @@ struct run {
 					 * processes it started, as found */
 	int npids;
 	bool pids_full;			/* more processes started than followed; said so */
-	bool no_children;		/* the kernel does not list children; said so */
+	bool follow_children;		/* launched, and the kernel lists children */
 	pid_t child;			/* launched command, 0 for -p */
 	int child_status;
 	bool child_reaped;
@@ -116,7 +116,7 @@ static bool tracing(const struct run *r)
 static int launch(struct run *r)
 {
 	int pipefd[2];
-	char c;
+	char c, self[64];
 
 	if (pipe2(pipefd, O_CLOEXEC)) {
 		session__error("pipe: %s", strerror(errno));
@@ -140,6 +140,11 @@ static int launch(struct run *r)
 	r->release_fd = pipefd[1];
 	r->pids[0] = r->child;
 	r->npids = 1;
+	snprintf(self, sizeof(self), "/proc/self/task/%d/children", (int)gettid());
+	r->follow_children = !access(self, R_OK);
+	if (!r->follow_children)
+		note("note: the processes %s starts are not followed: this kernel does not list "
+		     "them (no %s: CONFIG_PROC_CHILDREN)", r->o->argv[0], self);
 	return 0;
 }
 
@@ -374,6 +379,48 @@ static void trace_target(struct run *r, int i)
 	}
 }
 
+/* Follow process pid from now on, unless it is already. */
+static void follow(struct run *r, pid_t pid)
+{
+	for (int k = 0; k < r->npids; k++)
+		if (r->pids[k] == pid)
+			return;
+	if (r->npids < SESSION_MAX_PIDS) {
+		r->pids[r->npids++] = pid;
+		return;
+	}
+	if (!r->pids_full)
+		note("note: %s started more than %d processes; later ones are not followed",
+		     r->o->argv[0], SESSION_MAX_PIDS);
+	r->pids_full = true;
+}
+
+/* Follow the children of every thread of process pid. */
+static void follow_children_of(struct run *r, pid_t pid)
+{
+	char path[300];
+	struct dirent *d;
+	DIR *tasks;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	tasks = opendir(path);
+	while (tasks && (d = readdir(tasks))) {
+		FILE *f;
+		int child;
+
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.32s/children", pid, d->d_name);
+		f = fopen(path, "re");
+		while (f && fscanf(f, "%d", &child) == 1)
+			follow(r, child);
+		if (f)
+			fclose(f);
+	}
+	if (tasks)
+		closedir(tasks);
+}
+
 /* The processes the launched command starts are followed, as perf record
  * follows them: a wrapper script runs its Lua in a child, a server (an
  * OpenResty master) in the workers it forks. Each new child of a followed
@@ -382,60 +429,9 @@ static void trace_target(struct run *r, int i)
  * be missed. */
 static void adopt_children(struct run *r)
 {
-	int n = r->npids;
-	char self[64];
-
-	if (r->no_children)
-		return;
-	snprintf(self, sizeof(self), "/proc/self/task/%d/children", (int)gettid());
-	if (access(self, R_OK)) {
-		note("note: processes %s starts are not followed: this kernel does not list "
-		     "them (%s: CONFIG_PROC_CHILDREN)", r->o->argv[0], self);
-		r->no_children = true;
-		return;
-	}
-
-	for (int i = 0; i < n; i++) {
-		char path[64];
-		struct dirent *d;
-		DIR *dir;
-
-		if (r->exited[i])
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task", r->pids[i]);
-		dir = opendir(path);
-		while (dir && (d = readdir(dir))) {
-			char name[300];
-			FILE *f;
-			int pid;
-
-			if (d->d_name[0] == '.')
-				continue;
-			snprintf(name, sizeof(name), "/proc/%d/task/%s/children", r->pids[i], d->d_name);
-			f = fopen(name, "re");
-			while (f && fscanf(f, "%d", &pid) == 1) {
-				int k = 0;
-
-				while (k < r->npids && r->pids[k] != pid)
-					k++;
-				if (k < r->npids)
-					continue;
-				if (r->npids == SESSION_MAX_PIDS) {
-					if (!r->pids_full)
-						note("note: %s started more than %d processes; "
-						     "later ones are not followed", r->o->argv[0],
-						     SESSION_MAX_PIDS);
-					r->pids_full = true;
-					break;
-				}
-				r->pids[r->npids++] = pid;
-			}
-			if (f)
-				fclose(f);
-		}
-		if (dir)
-			closedir(dir);
-	}
+	for (int i = 0, n = r->npids; i < n && r->follow_children; i++)
+		if (!r->exited[i])
+			follow_children_of(r, r->pids[i]);
 }
 
 /* Hand a zone module found in target i to both channels. */
