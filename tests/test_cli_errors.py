@@ -69,6 +69,8 @@ def _usage_cases():
         (["foo", "-p", "1"], "unknown command 'foo' (record or trace; a program to launch goes after --)"),
         (["record", "-p", "1", "--", "luajit", "x.lua"], "-p and a command to launch exclude each other"),
         (["record"], "nothing to profile: give -p PID or -- CMD ARGS"),
+        (["record", "--children", "--", "luajit", "x.lua"],
+         "--children goes with -p (a launched command's children are always profiled)"),
     ]
 
 

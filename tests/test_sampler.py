@@ -15,11 +15,12 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
-from conftest import (BUILDS, JP_ARGS, ROOT, STOCK_LUAJIT, Nupp, frames, max_depth, parse_jp_states, parse_truth,
-                      share, top, total, workload)
+from conftest import (BUILDS, JP_ARGS, ROOT, STOCK_LUAJIT, Nupp, cpu_seconds, frames, max_depth,
+                      parse_jp_states, parse_truth, share, top, total, workload)
 
 FREQ = 997
 MAX_UNRESOLVED = 0.01		# at most 1 % of the samples may not resolve
@@ -284,8 +285,10 @@ def test_launch_follows_a_wrapper_script(nupp):
     assert run.returncode == 3, run
     truth = parse_truth(run.stdout)
     assert set(truth) == {"early", "late", "sink"}, run
-    assert re.search(r"^nupp-bpf: recording PID \d+: /usr/bin/luajit \(debian-luajit-bin\), "
-                     r"started by sh$", run.stderr, re.M), run
+    shell = re.search(r"^nupp-bpf: recording PID (\d+): sh, once it loads LuaJIT$", run.stderr, re.M)
+    assert shell and re.search(r"^nupp-bpf: recording PID \d+: /usr/bin/luajit "
+                               rf"\(debian-luajit-bin\), a child of PID {shell[1]}$",
+                               run.stderr, re.M), run
     for fn, tol in (("late", SHARE_TOL), ("early", 5)):
         got = 100 * share(run.rows, lambda f: f"early.lua:{fn}" in f)
         assert abs(got - 100 * truth[fn]) <= tol, \
@@ -303,13 +306,41 @@ def test_launch_follows_forked_workers(nupp):
     assert run.returncode == 0, run
     assert run.stdout.endswith("workers done\n"), run
     truth = parse_truth(run.stdout)
-    assert len(re.findall(r"^nupp-bpf: recording PID \d+: .*, started by ", run.stderr,
+    assert len(re.findall(r"^nupp-bpf: recording PID \d+: .*, a child of PID \d+$", run.stderr,
                           re.M)) == 2, run
     for fn in ("work_a", "work_b"):
         got = sum(c for s, c in run.rows if f"forkworkers.lua:{fn}" in frames(s))
         want = 997 * truth[fn]
         assert 0.75 * want <= got <= 1.1 * want / (1 - 2 * run.steal), \
             f"{fn}: {got} samples for {truth[fn]:.2f} CPU seconds:\n{run}"
+
+
+def test_attach_children(nupp, target):
+    """-p MASTER --children, once forkworkers.lua has forked two workers that
+    spin 4 s of CPU each: both are found at attach and profiled for the
+    -d 1 session, each worker's function getting 75-110 % of 997 samples per
+    CPU second it ran meanwhile (the lower bound leaves room for nupp-bpf's
+    start-up, counted in those seconds). Without --children the master, which
+    waits in waitpid(), gives no samples."""
+    t = target(STOCK_LUAJIT, workload("forkworkers.lua"), 4, ready="forked")
+    kids = [int(k) for k in Path(f"/proc/{t.pid}/task/{t.pid}/children").read_text().split()]
+    assert len(kids) == 2, kids
+    alone = nupp.record(["-p", t.pid, "-d", 1])
+    assert alone.returncode == 0 and alone.rows == [], alone
+    cpu0 = [cpu_seconds(k) for k in kids]
+    run = nupp.record(["-p", t.pid, "--children", "-d", 1])
+    cpu = [cpu_seconds(k) - c for k, c in zip(kids, cpu0)]
+    assert run.returncode == 0, run
+    for kid in kids:
+        assert re.search(rf"^nupp-bpf: recording PID {kid}: /usr/bin/luajit \(debian-luajit-bin\), "
+                         rf"a child of PID {t.pid}$", run.stderr, re.M), run
+    for fn, secs in zip(("work_a", "work_b"), cpu):
+        got = sum(c for s, c in run.rows if f"forkworkers.lua:{fn}" in frames(s))
+        want = FREQ * secs
+        assert 0.75 * want <= got <= 1.1 * want / (1 - 2 * run.steal), \
+            f"{fn}: {got} samples for {secs:.2f} CPU seconds:\n{run}"
+    code, out, _ = t.wait()
+    assert code == 0 and out.endswith("workers done\n"), out
 
 
 CACHES_OFF_RE = r"sampler: pid \d+ runs GC cycles too often; no walk caches for (\d+) s"

@@ -40,11 +40,13 @@ static const char args_doc[] = "[record|trace] [-- CMD ARGS...]";
 
 enum {
 	OPT_DEPTH = 0x100, OPT_ROOT, OPT_ZONE, OPT_CLOCK, OPT_BENIGN, OPT_THREADS,
-	OPT_MAX_STACKS, OPT_SVG, OPT_NO_SUMMARY, OPT_ZONES, OPT_USAGE,
+	OPT_MAX_STACKS, OPT_SVG, OPT_NO_SUMMARY, OPT_ZONES, OPT_USAGE, OPT_CHILDREN,
 };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Profile this process (repeatable)", 0 },
+	{ "children", OPT_CHILDREN, NULL, 0, "With -p: also the processes it started and starts, "
+	  "and theirs (an OpenResty master's workers); a launched command's always are", 0 },
 	{ "frequency", 'F', "HZ", 0, "Samples per second (default 99)", 1 },
 	{ "interval", 'i', "MS", 0, "Milliseconds between samples (instead of -F)", 1 },
 	{ "clock", OPT_CLOCK, "cpu|tick", 0, "Sampling clock: cpu-clock events at -F (default), "
@@ -134,6 +136,9 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_ZONES:
 		o->render.zones = true;
 		break;
+	case OPT_CHILDREN:
+		o->children = true;
+		break;
 	case OPT_MAX_STACKS:
 		o->sampler.max_stacks = parse_num("--max-stacks", arg, 16, 1 << 22);
 		break;
@@ -188,6 +193,9 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 			usage_error("nothing to profile: give -p PID or -- CMD ARGS");
 		if (o->npids && o->argv)
 			usage_error("-p and a command to launch exclude each other");
+		if (o->children && !o->npids)
+			usage_error("--children goes with -p (a launched command's children are "
+				    "always profiled)");
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;

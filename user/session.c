@@ -80,11 +80,12 @@ struct run {
 	unsigned next_scan[SESSION_MAX_PIDS];	/* tick of the next VM scan */
 	__u64 code_seen[SESSION_MAX_PIDS];	/* lj_target__code_digest when not found */
 	bool exited[SESSION_MAX_PIDS];		/* or, a process it started, left out */
-	pid_t pids[SESSION_MAX_PIDS];	/* -p; or the launched command, then the
-					 * processes it started, as found */
+	pid_t pids[SESSION_MAX_PIDS];	/* -p, or the launched command; then the
+					 * processes they started, as found */
+	pid_t parent[SESSION_MAX_PIDS];	/* of a process found so, else 0 */
 	int npids;
 	bool pids_full;			/* more processes started than followed; said so */
-	bool follow_children;		/* launched, and the kernel lists children */
+	bool follow_children;		/* launched or --children */
 	pid_t child;			/* launched command, 0 for -p */
 	int child_status;
 	bool child_reaped;
@@ -116,7 +117,7 @@ static bool tracing(const struct run *r)
 static int launch(struct run *r)
 {
 	int pipefd[2];
-	char c, self[64];
+	char c;
 
 	if (pipe2(pipefd, O_CLOEXEC)) {
 		session__error("pipe: %s", strerror(errno));
@@ -140,12 +141,15 @@ static int launch(struct run *r)
 	r->release_fd = pipefd[1];
 	r->pids[0] = r->child;
 	r->npids = 1;
-	snprintf(self, sizeof(self), "/proc/self/task/%d/children", (int)gettid());
-	r->follow_children = !access(self, R_OK);
-	if (!r->follow_children)
-		note("note: the processes %s starts are not followed: this kernel does not list "
-		     "them (no %s: CONFIG_PROC_CHILDREN)", r->o->argv[0], self);
 	return 0;
+}
+
+/* Whether the kernel lists a process's children (CONFIG_PROC_CHILDREN); its
+ * file in *path. */
+static bool children_listed(char *path, size_t size)
+{
+	snprintf(path, size, "/proc/self/task/%d/children", (int)gettid());
+	return !access(path, R_OK);
 }
 
 static int attach_target(struct run *r, int i, bool final);
@@ -297,11 +301,11 @@ static bool close_one(FILE **f, const char *name)
 	return ok;
 }
 
-/* A process the launched command started: what fails for it is said in a
- * note, and the session goes on without it. */
-static bool started_by_command(const struct run *r, int i)
+/* A process found as the child of a followed one: what fails for it is said
+ * in a note, and the session goes on without it. */
+static bool found_later(const struct run *r, int i)
 {
-	return r->child && i > 0;
+	return r->parent[i] != 0;
 }
 
 /* Identify LuaJIT in target i and start sampling it. 1 attached, 0 not yet
@@ -330,11 +334,12 @@ static int attach_target(struct run *r, int i, bool final)
 	r->attached[i] = true;
 	return 1;
 fail:
-	if (!started_by_command(r, i)) {
+	if (!found_later(r, i)) {
 		session__error("%s", r->err);
 		return -1;
 	}
-	note("note: PID %d, started by %s, is not profiled: %s", r->pids[i], r->o->argv[0], r->err);
+	note("note: PID %d, a child of PID %d, is not profiled: %s", r->pids[i], r->parent[i],
+	     r->err);
 	r->exited[i] = true;
 	return 0;
 }
@@ -356,9 +361,9 @@ static void open_tracer(struct run *r)
 	}
 }
 
-/* Attach the trace collector to launched process i, opening it with the
- * first that loads LuaJIT. If that one fails, as open_tracer(); a later one
- * is left out with a note. */
+/* Attach the trace collector to process i, found after the -p ones or
+ * launched, opening it with the first that loads LuaJIT. If that one fails,
+ * as open_tracer(); a later one is left out with a note. */
 static void trace_target(struct run *r, int i)
 {
 	if (!tracing(r) || r->trace_failed)
@@ -379,19 +384,20 @@ static void trace_target(struct run *r, int i)
 	}
 }
 
-/* Follow process pid from now on, unless it is already. */
-static void follow(struct run *r, pid_t pid)
+/* Follow process pid, a child of parent, from now on, unless it is already. */
+static void follow(struct run *r, pid_t pid, pid_t parent)
 {
 	for (int k = 0; k < r->npids; k++)
 		if (r->pids[k] == pid)
 			return;
 	if (r->npids < SESSION_MAX_PIDS) {
+		r->parent[r->npids] = parent;
 		r->pids[r->npids++] = pid;
 		return;
 	}
 	if (!r->pids_full)
-		note("note: %s started more than %d processes; later ones are not followed",
-		     r->o->argv[0], SESSION_MAX_PIDS);
+		note("note: more than %d processes to follow; later ones are not profiled",
+		     SESSION_MAX_PIDS);
 	r->pids_full = true;
 }
 
@@ -413,7 +419,7 @@ static void follow_children_of(struct run *r, pid_t pid)
 		snprintf(path, sizeof(path), "/proc/%d/task/%.32s/children", pid, d->d_name);
 		f = fopen(path, "re");
 		while (f && fscanf(f, "%d", &child) == 1)
-			follow(r, child);
+			follow(r, child, pid);
 		if (f)
 			fclose(f);
 	}
@@ -422,11 +428,11 @@ static void follow_children_of(struct run *r, pid_t pid)
 }
 
 /* The processes the launched command starts are followed, as perf record
- * follows them: a wrapper script runs its Lua in a child, a server (an
- * OpenResty master) in the workers it forks. Each new child of a followed
- * process becomes a target, profiled once it holds LuaJIT. A child that
- * lives less than a poll (10 ms while nothing is profiled, else 100 ms) can
- * be missed. */
+ * follows them, and with --children those of the -p processes: a wrapper
+ * script runs its Lua in a child, a server (an OpenResty master) in the
+ * workers it forks. Each new child of a followed process becomes a target,
+ * profiled once it holds LuaJIT. A child that lives less than a poll (10 ms
+ * while nothing is profiled, else 100 ms) can be missed. */
 static void adopt_children(struct run *r)
 {
 	for (int i = 0, n = r->npids; i < n && r->follow_children; i++)
@@ -493,8 +499,7 @@ static int check_targets(struct run *r, unsigned tick)
 	int alive = 0;
 
 	check_child(r, false);
-	if (r->child)
-		adopt_children(r);
+	adopt_children(r);
 	for (int i = 0; i < r->npids; i++) {
 		if (r->exited[i])
 			continue;
@@ -509,10 +514,10 @@ static int check_targets(struct run *r, unsigned tick)
 				return -1;
 			if (a > 0)
 				trace_target(r, i);
-			if (a > 0 && i > 0 && r->o->summary)
-				note("recording PID %d: %s (%s), started by %s", r->pids[i],
+			if (a > 0 && found_later(r, i) && r->o->summary)
+				note("recording PID %d: %s (%s), a child of PID %d", r->pids[i],
 				     r->targets[i].shown, lj_target__build(&r->targets[i])->id,
-				     r->o->argv[0]);
+				     r->parent[i]);
 		}
 		/* A zone module loaded since: until its gate opens, its zones
 		 * are not recorded, so look at every poll (only new files are
@@ -739,7 +744,7 @@ static int finish(struct run *r)
 	if (!r->o->summary)
 		return ret;
 	for (int i = 0; i < r->npids; i++)
-		if (r->exited[i] && !r->child)
+		if (r->exited[i] && !r->child && !found_later(r, i))
 			note("note: PID %d exited during the session; what it did until then is kept",
 			     r->pids[i]);
 	if (r->child && !any_attached(r) && r->npids == 1)
@@ -818,6 +823,19 @@ int session__run(const struct session_opts *o)
 	if (sampling(&r) && !(r.sampler = sampler__open(&o->sampler, r.err, sizeof(r.err)))) {
 		session__error("%s", r.err);
 		return 1;
+	}
+	if (o->argv || o->children) {
+		char path[64];
+
+		r.follow_children = children_listed(path, sizeof(path));
+		if (!r.follow_children && o->children) {
+			session__error("--children: this kernel does not list a process's children "
+				       "(no %s: CONFIG_PROC_CHILDREN)", path);
+			goto out;
+		}
+		if (!r.follow_children)
+			note("note: the processes %s starts are not followed: this kernel does "
+			     "not list them (no %s: CONFIG_PROC_CHILDREN)", o->argv[0], path);
 	}
 	if (o->argv && launch(&r))
 		goto out;

@@ -20,6 +20,7 @@ struct session_opts {
 	bool command_given;		/* record or trace was named */
 	pid_t pids[SESSION_MAX_PIDS];	/* -p */
 	int npids;
+	bool children;			/* --children: the -p processes' children too */
 	char **argv;			/* command to launch, NULL-terminated */
 	int dashdash;			/* argv index of "--", 0 when absent */
 	struct sampler_opts sampler;

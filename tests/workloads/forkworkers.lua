@@ -2,7 +2,8 @@
 -- its nginx workers: the workers run Lua in the VM they inherit.
 --   luajit forkworkers.lua [SECONDS]
 -- Worker 1 spends SECONDS (default 1) of CPU time in work_a(), worker 2 in
--- work_b(), whose loop the JIT cannot compile (NYI: FNEW), at once; the master waits for both, then prints `workers done`.
+-- work_b(), whose loop the JIT cannot compile (NYI: FNEW), at once. The master
+-- prints `forked` once both run, waits for them, then prints `workers done`.
 -- Each worker prints `truth work_X CPU-SECONDS` (its os.clock time, all of
 -- its own CPU time since the fork but for an instant) before it exits.
 local ffi = require("ffi")
@@ -47,6 +48,8 @@ for i = 1, 2 do
   end
   pids[i] = pid
 end
+print("forked")
+io.stdout:flush()
 local status = ffi.new("int[1]")
 for _, pid in ipairs(pids) do
   assert(ffi.C.waitpid(pid, status, 0) == pid and status[0] == 0, "a worker failed")
