@@ -26,8 +26,8 @@ const volatile __u32 walk_turns = NUPP_MAX_DEPTH;
 const volatile __u64 tick_fn;		/* address of the scheduler tick's hrtimer handler */
 volatile __u32 paused;			/* set by userspace: count, don't record */
 
-/* Target processes by slot: tgid in target_tgid[slot] (0 ends the list),
- * layout in procs[slot]. A scan of one cache line costs less than a hash
+/* Target processes by slot: tgid in target_tgid[slot] (0 ends the list,
+ * NUPP_TGID_GONE marks an exited one), layout in procs[slot]. A scan of one cache line costs less than a hash
  * lookup on the cold caches a timer interrupt finds. */
 __u32 target_tgid[NUPP_MAX_TARGETS];
 

@@ -294,17 +294,20 @@ class Nupp:
 
     def record_cpu(self, args, pid, timeout=60):
         """nupp-bpf ARGS -o FILE: (Run, CPU seconds process pid ran while
-        nupp-bpf recorded: from its "recording" line to its exit)."""
+        nupp-bpf recorded: from its first "recording" line to its exit).
+        pid may be a list of pids: then a list of their CPU seconds."""
+        pids = pid if isinstance(pid, list) else [pid]
         p, out = self.start(args)
         err = []
         for line in p.stderr:
             err.append(line)
             if line.startswith("nupp-bpf: recording PID"):
                 break
-        cpu0, t0 = cpu_seconds(pid), steal_ticks()
+        cpu0, t0 = [cpu_seconds(q) for q in pids], steal_ticks()
         o, e = p.communicate(timeout=timeout)
-        cpu = cpu_seconds(pid) - cpu0
-        return Run(p.args, p.returncode, o, "".join(err) + e, out, steal_share(t0, steal_ticks())), cpu
+        cpu = [cpu_seconds(q) - c for q, c in zip(pids, cpu0)]
+        run = Run(p.args, p.returncode, o, "".join(err) + e, out, steal_share(t0, steal_ticks()))
+        return run, cpu if isinstance(pid, list) else cpu[0]
 
     @staticmethod
     def finish(popen, out, timeout=60):

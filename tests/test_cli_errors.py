@@ -185,6 +185,38 @@ def test_attach_target_ends(nupp, target, how):
     assert_mixed_profile(run)
 
 
+def start_with_pid(pid, argv):
+    """Start argv as process pid, which no process has, through
+    /proc/sys/kernel/ns_last_pid (the next fork gets the pid after it)."""
+    for _ in range(20):
+        Path("/proc/sys/kernel/ns_last_pid").write_text(str(pid - 1))
+        p = subprocess.Popen(argv)
+        if p.pid == pid:
+            return p
+        p.kill()
+        p.wait()
+    pytest.fail(f"could not start a process as PID {pid}")
+
+
+def test_exited_target_pid_reused(nupp, target):
+    """-p A -p B: A exits 0.5 s in, and a CPU-bound process that is not
+    LuaJIT is then started with A's pid. It is not sampled as A: the
+    session's unresolved samples stay under 1 % (taken as A, its 1.5 s would
+    be a quarter of them, as read faults or no VM) and B's profile is whole."""
+    a = target(STOCK_LUAJIT, workload("mixed.lua"), 0.5, ready="ready")
+    b = target(STOCK_LUAJIT, workload("mixed.lua"), 60, ready="ready")
+    p, out = nupp.start(["record", "-F", 997, "-d", 4, "-p", a.pid, "-p", b.pid])
+    a.popen.wait(timeout=30)
+    time.sleep(0.3)			# past a poll: A is seen gone
+    spin = start_with_pid(a.pid, ["/usr/bin/python3", "-c",
+                                  "import time\nt = time.time()\nwhile time.time() - t < 1.5: pass"])
+    spin.wait(timeout=30)
+    run = nupp.finish(p, out, timeout=30)
+    assert run.returncode == 0, run
+    assert run.unresolved_fraction() < 0.01, run
+    assert_mixed_profile(run, min_samples=2500)
+
+
 # --- 4. launch mode passes the command through ------------------------------------------
 
 def test_launch_passes_output_and_status(nupp):

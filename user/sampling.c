@@ -34,6 +34,7 @@ struct target {
 	double seen_at;			/* when it was read (CLOCK_MONOTONIC, s) */
 	double caches_retry_at;		/* caches off for GC cycles too often: when to try again, */
 	double caches_backoff;		/* after how long (s), doubled at each failure; 0 never off */
+	bool gone;			/* the process exited: its pid may be another's now */
 };
 
 struct sampler {
@@ -258,10 +259,11 @@ void sampler__close(struct sampler *s)
 	free(s);
 }
 
+/* The live target of pid: one that exited may have left its pid to another. */
 static struct target *target_of(struct sampler *s, __u32 pid)
 {
 	for (int i = 0; i < s->ntargets; i++)
-		if (s->targets[i].pid == (pid_t)pid)
+		if (s->targets[i].pid == (pid_t)pid && !s->targets[i].gone)
 			return &s->targets[i];
 	return NULL;
 }
@@ -383,6 +385,17 @@ int sampler__refresh_target(struct sampler *s, const struct lj_target *t)
 		return -ESRCH;
 	tg->proc.g = t->ngs == 1 ? t->gs[0] : 0;
 	return configure(s, tg) ? -errno : 0;
+}
+
+void sampler__target_gone(struct sampler *s, pid_t pid)
+{
+	struct target *tg = target_of(s, pid);
+
+	if (!tg)
+		return;
+	tg->gone = true;
+	__atomic_store_n(&s->skel->bss->target_tgid[tg - s->targets], NUPP_TGID_GONE,
+			 __ATOMIC_RELEASE);
 }
 
 int sampler__set_zones(struct sampler *s, pid_t pid, struct zones *z)

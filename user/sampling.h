@@ -52,6 +52,10 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err,
  * to it. 0 or -errno. */
 int sampler__refresh_target(struct sampler *s, const struct lj_target *t);
 
+/* The process of pid exited: its slot stops matching, so that a process
+ * that gets the pid next is not sampled as it; what was counted stays. */
+void sampler__target_gone(struct sampler *s, pid_t pid);
+
 struct zones;
 
 /* Once the target's zone module is found (user/zones.h), samples carry the

@@ -384,11 +384,12 @@ static void trace_target(struct run *r, int i)
 	}
 }
 
-/* Follow process pid, a child of parent, from now on, unless it is already. */
+/* Follow process pid, a child of parent, from now on, unless it is already
+ * (a process that exited may have left its pid to this one). */
 static void follow(struct run *r, pid_t pid, pid_t parent)
 {
 	for (int k = 0; k < r->npids; k++)
-		if (r->pids[k] == pid)
+		if (r->pids[k] == pid && !r->exited[k])
 			return;
 	if (r->npids < SESSION_MAX_PIDS) {
 		r->parent[r->npids] = parent;
@@ -505,6 +506,8 @@ static int check_targets(struct run *r, unsigned tick)
 			continue;
 		if (!procmem__alive(r->pids[i]) || (r->child == r->pids[i] && r->child_reaped)) {
 			r->exited[i] = true;
+			if (r->sampler && r->attached[i])
+				sampler__target_gone(r->sampler, r->pids[i]);
 			continue;
 		}
 		if (!r->attached[i]) {
