@@ -377,7 +377,11 @@ def max_depth():
 def cpu_seconds(pid):
     """CPU time a process (all its threads) has used so far, from schedstat."""
     t = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except (FileNotFoundError, ProcessLookupError):
+        tasks = []			# gone: what it ran is not readable any more
+    for task in tasks:
         try:
             t += int((task / "schedstat").read_text().split()[0])
         except (FileNotFoundError, ProcessLookupError):

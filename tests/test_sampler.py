@@ -285,7 +285,7 @@ def test_launch_follows_a_wrapper_script(nupp):
     assert run.returncode == 3, run
     truth = parse_truth(run.stdout)
     assert set(truth) == {"early", "late", "sink"}, run
-    shell = re.search(r"^nupp-bpf: recording PID (\d+): sh, once it loads LuaJIT$", run.stderr, re.M)
+    shell = re.search(r"^nupp-bpf: recording PID (\d+): sh, once it or a process it starts loads LuaJIT$", run.stderr, re.M)
     assert shell and re.search(r"^nupp-bpf: recording PID \d+: /usr/bin/luajit "
                                rf"\(debian-luajit-bin\), a child of PID {shell[1]}$",
                                run.stderr, re.M), run
@@ -293,6 +293,26 @@ def test_launch_follows_a_wrapper_script(nupp):
         got = 100 * share(run.rows, lambda f: f"early.lua:{fn}" in f)
         assert abs(got - 100 * truth[fn]) <= tol, \
             f"{fn}: {got:.1f} % of the samples, timed {100 * truth[fn]:.1f} %:\n{run}"
+
+
+def test_launch_follows_past_a_zombie(nupp, tmp_path):
+    """The command leaves a child unreaped (a zombie in its children list),
+    then starts luajit 1 s later: the zombie is not followed (it used to be
+    added again at each poll until every place was taken, and the luajit was
+    never profiled); the luajit is, late() getting its timed share +-3
+    points."""
+    starter = tmp_path / "starter.py"
+    starter.write_text("import subprocess, sys, time\n"
+                       "time.sleep(1)\n"
+                       f"sys.exit(subprocess.run(['/usr/bin/luajit', '{workload('early.lua')}', "
+                       "'0.3', '0.5']).returncode)\n")
+    run = nupp.record(["--", "sh", "-c", f"sleep 0.01 & exec /usr/bin/python3 {starter}"])
+    assert run.returncode == 0, run
+    assert "processes to follow" not in run.stderr, run
+    truth = parse_truth(run.stdout)
+    got = 100 * share(run.rows, lambda f: "early.lua:late" in f)
+    assert abs(got - 100 * truth["late"]) <= SHARE_TOL, \
+        f"late: {got:.1f} % of the samples, timed {100 * truth['late']:.1f} %:\n{run}"
 
 
 def test_launch_follows_forked_workers(nupp):
@@ -317,14 +337,14 @@ def test_launch_follows_forked_workers(nupp):
 
 def test_attach_children(nupp, target):
     """-p MASTER --children, once forkworkers.lua has forked two workers that
-    spin 5 s of CPU each: both are found at attach and profiled for the
+    spin 7 s of CPU each: both are found at attach and profiled for the
     -d 2 session, each worker's function getting 70-110 % of 997 samples per
     CPU second it ran from nupp-bpf's first "recording" line to its exit.
     Those seconds also hold the workers' identification at the first poll
     and nupp-bpf's teardown after its timers stop (each uprobe removed waits
     ~0.15 s): 0.1-0.35 s, about 90 % on a quiet machine. Without --children the
     master, which waits in waitpid(), gives no samples."""
-    t = target(STOCK_LUAJIT, workload("forkworkers.lua"), 5, ready="forked")
+    t = target(STOCK_LUAJIT, workload("forkworkers.lua"), 7, ready="forked")
     kids = [int(k) for k in Path(f"/proc/{t.pid}/task/{t.pid}/children").read_text().split()]
     assert len(kids) == 2, kids
     alone = nupp.record(["-p", t.pid, "-d", 1])

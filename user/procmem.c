@@ -28,6 +28,26 @@ struct mem_reader procmem__reader(pid_t *pid)
 	return (struct mem_reader){ procmem_read_cb, pid };
 }
 
+unsigned long long procmem__start_time(pid_t pid)
+{
+	char path[64], buf[1024], *p = NULL, state = 'X';
+	unsigned long long start = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (fgets(buf, sizeof(buf), f))
+		p = strrchr(buf, ')');		/* the command name may hold anything */
+	fclose(f);
+	/* Fields 3 (state) to 22 (starttime), see proc(5). */
+	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+			 "%*d %*d %*d %llu", &state, &start) != 2)
+		return 0;
+	return state == 'Z' || state == 'X' ? 0 : start;
+}
+
 bool procmem__alive(pid_t pid)
 {
 	char path[64], buf[512], *p = NULL;

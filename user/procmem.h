@@ -21,6 +21,11 @@ int procmem__read(pid_t pid, void *dst, size_t n, __u64 addr);
 /* Is process pid still running: there, and not a zombie whose memory is gone? */
 bool procmem__alive(pid_t pid);
 
+/* When process pid started (clock ticks after boot, /proc/PID/stat), 0 when
+ * it is gone or a zombie. With the pid, it names one process: a pid can be
+ * another process's later, never with the same start time. */
+unsigned long long procmem__start_time(pid_t pid);
+
 /* A reader over a live process; ctx points at a pid_t that outlives it. */
 struct mem_reader procmem__reader(pid_t *pid);
 

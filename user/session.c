@@ -77,12 +77,15 @@ struct run {
 	struct zones *zones[SESSION_MAX_PIDS];
 	bool identified[SESSION_MAX_PIDS];	/* LuaJIT found in it */
 	bool attached[SESSION_MAX_PIDS];
-	unsigned next_scan[SESSION_MAX_PIDS];	/* tick of the next VM scan */
+	unsigned next_scan[SESSION_MAX_PIDS];	/* tick of the next VM scan, */
+	unsigned scan_every[SESSION_MAX_PIDS];	/* ticks after the last one */
 	__u64 code_seen[SESSION_MAX_PIDS];	/* lj_target__code_digest when not found */
 	bool exited[SESSION_MAX_PIDS];		/* or, a process it started, left out */
 	pid_t pids[SESSION_MAX_PIDS];	/* -p, or the launched command; then the
 					 * processes they started, as found */
 	pid_t parent[SESSION_MAX_PIDS];	/* of a process found so, else 0 */
+	unsigned long long start[SESSION_MAX_PIDS];	/* procmem__start_time: with the
+							 * pid, which process it is */
 	int npids;
 	bool pids_full;			/* more processes started than followed; said so */
 	bool follow_children;		/* launched or --children */
@@ -140,6 +143,7 @@ static int launch(struct run *r)
 	close(pipefd[0]);
 	r->release_fd = pipefd[1];
 	r->pids[0] = r->child;
+	r->start[0] = procmem__start_time(r->child);
 	r->npids = 1;
 	return 0;
 }
@@ -301,9 +305,9 @@ static bool close_one(FILE **f, const char *name)
 	return ok;
 }
 
-/* A process found as the child of a followed one: what fails for it is said
- * in a note, and the session goes on without it. */
-static bool found_later(const struct run *r, int i)
+/* A process followed as the child of another: what fails for it is said in
+ * a note, and the session goes on without it. */
+static bool is_followed_child(const struct run *r, int i)
 {
 	return r->parent[i] != 0;
 }
@@ -334,7 +338,7 @@ static int attach_target(struct run *r, int i, bool final)
 	r->attached[i] = true;
 	return 1;
 fail:
-	if (!found_later(r, i)) {
+	if (!is_followed_child(r, i)) {
 		session__error("%s", r->err);
 		return -1;
 	}
@@ -342,6 +346,17 @@ fail:
 	     r->err);
 	r->exited[i] = true;
 	return 0;
+}
+
+/* The trace collector could not be opened (why in r->err): `trace` fails, the
+ * default job goes on sampling. */
+static void tracer_failed(struct run *r)
+{
+	r->trace_failed = true;
+	if (sampling(r))
+		note("note: trace aborts are not collected: %s", r->err);
+	else
+		session__error("%s", r->err);
 }
 
 /* Attach the trace collector to every -p target at once. Where LuaJIT's
@@ -352,13 +367,8 @@ static void open_tracer(struct run *r)
 	if (!tracing(r) || r->tracer || r->trace_failed)
 		return;
 	r->tracer = tracer__open(r->targets, r->npids, r->o->include_benign, r->err, sizeof(r->err));
-	if (!r->tracer) {
-		r->trace_failed = true;
-		if (sampling(r))
-			note("note: trace aborts are not collected: %s", r->err);
-		else
-			session__error("%s", r->err);
-	}
+	if (!r->tracer)
+		tracer_failed(r);
 }
 
 /* Attach the trace collector to process i, found after the -p ones or
@@ -368,31 +378,31 @@ static void trace_target(struct run *r, int i)
 {
 	if (!tracing(r) || r->trace_failed)
 		return;
-	if (!r->tracer) {
-		r->tracer = tracer__open(&r->targets[i], 1, r->o->include_benign, r->err,
-					 sizeof(r->err));
-	} else if (tracer__add_target(r->tracer, &r->targets[i], r->err, sizeof(r->err))) {
-		note("note: trace aborts of PID %d are not collected: %s", r->pids[i], r->err);
+	if (r->tracer) {
+		if (tracer__add_target(r->tracer, &r->targets[i], r->err, sizeof(r->err)))
+			note("note: trace aborts of PID %d are not collected: %s", r->pids[i], r->err);
 		return;
 	}
-	if (!r->tracer) {
-		r->trace_failed = true;
-		if (sampling(r))
-			note("note: trace aborts are not collected: %s", r->err);
-		else
-			session__error("%s", r->err);
-	}
+	r->tracer = tracer__open(&r->targets[i], 1, r->o->include_benign, r->err, sizeof(r->err));
+	if (!r->tracer)
+		tracer_failed(r);
 }
 
 /* Follow process pid, a child of parent, from now on, unless it is already
- * (a process that exited may have left its pid to this one). */
+ * (by pid and start time: a process that exited may have left its pid to
+ * this one) or has exited (a zombie its parent has not reaped yet). */
 static void follow(struct run *r, pid_t pid, pid_t parent)
 {
+	unsigned long long start = procmem__start_time(pid);
+
+	if (!start)
+		return;
 	for (int k = 0; k < r->npids; k++)
-		if (r->pids[k] == pid && !r->exited[k])
+		if (r->pids[k] == pid && r->start[k] == start)
 			return;
 	if (r->npids < SESSION_MAX_PIDS) {
 		r->parent[r->npids] = parent;
+		r->start[r->npids] = start;
 		r->pids[r->npids++] = pid;
 		return;
 	}
@@ -436,7 +446,9 @@ static void follow_children_of(struct run *r, pid_t pid)
  * while nothing is profiled, else 100 ms) can be missed. */
 static void adopt_children(struct run *r)
 {
-	for (int i = 0, n = r->npids; i < n && r->follow_children; i++)
+	if (!r->follow_children)
+		return;
+	for (int i = 0, n = r->npids; i < n; i++)
 		if (!r->exited[i])
 			follow_children_of(r, r->pids[i]);
 }
@@ -481,14 +493,15 @@ static void check_child(struct run *r, bool block)
 }
 
 /* A target attached before it created its VM (launched at exec) is scanned
- * for it, less and less often, until one is found. */
+ * for it, twice as long after each scan, until one is found. */
 static void scan_vms(struct run *r, int i, unsigned tick)
 {
 	struct lj_target *t = &r->targets[i];
 
 	if (t->ngs || tick < r->next_scan[i])
 		return;
-	r->next_scan[i] = tick + (r->next_scan[i] ? tick : POLL_TICKS);
+	r->scan_every[i] = r->scan_every[i] ? 2 * r->scan_every[i] : POLL_TICKS;
+	r->next_scan[i] = tick + r->scan_every[i];
 	if (lj_target__scan_vms(t) && r->sampler)
 		sampler__refresh_target(r->sampler, t);
 }
@@ -504,7 +517,9 @@ static int check_targets(struct run *r, unsigned tick)
 	for (int i = 0; i < r->npids; i++) {
 		if (r->exited[i])
 			continue;
-		if (!procmem__alive(r->pids[i]) || (r->child == r->pids[i] && r->child_reaped)) {
+		/* Gone, a zombie, or its pid another process's now. */
+		if (procmem__start_time(r->pids[i]) != r->start[i] ||
+		    (r->child == r->pids[i] && r->child_reaped)) {
 			r->exited[i] = true;
 			if (r->sampler && r->attached[i])
 				sampler__target_gone(r->sampler, r->pids[i]);
@@ -517,7 +532,7 @@ static int check_targets(struct run *r, unsigned tick)
 				return -1;
 			if (a > 0)
 				trace_target(r, i);
-			if (a > 0 && found_later(r, i) && r->o->summary)
+			if (a > 0 && is_followed_child(r, i) && r->o->summary)
 				note("recording PID %d: %s (%s), a child of PID %d", r->pids[i],
 				     r->targets[i].shown, lj_target__build(&r->targets[i])->id,
 				     r->parent[i]);
@@ -529,7 +544,8 @@ static int check_targets(struct run *r, unsigned tick)
 			refresh_zones(r, i);
 		if (r->attached[i])
 			scan_vms(r, i, tick);
-		alive++;
+		/* A child that never loads LuaJIT does not keep a -p session on. */
+		alive += !is_followed_child(r, i) || r->attached[i];
 	}
 	return r->child ? !r->exited[0] : alive;
 }
@@ -544,7 +560,8 @@ static void announce(const struct run *r)
 			note("recording PID %d: %s (%s)%s", r->pids[i], t->shown,
 			     lj_target__build(t)->id, r->o->duration ? "" : "; Ctrl-C to stop");
 		else if (r->child)
-			note("recording PID %d: %s, once it loads LuaJIT", r->pids[i], r->o->argv[0]);
+			note("recording PID %d: %s, once it or a process it starts loads LuaJIT",
+			     r->pids[i], r->o->argv[0]);
 	}
 }
 
@@ -747,7 +764,7 @@ static int finish(struct run *r)
 	if (!r->o->summary)
 		return ret;
 	for (int i = 0; i < r->npids; i++)
-		if (r->exited[i] && !r->child && !found_later(r, i))
+		if (r->exited[i] && !r->child && !is_followed_child(r, i))
 			note("note: PID %d exited during the session; what it did until then is kept",
 			     r->pids[i]);
 	if (r->child && !any_attached(r) && r->npids == 1)
@@ -822,6 +839,7 @@ int session__run(const struct session_opts *o)
 			return 1;
 		}
 		r.identified[i] = true;
+		r.start[i] = procmem__start_time(r.pids[i]);
 	}
 	if (sampling(&r) && !(r.sampler = sampler__open(&o->sampler, r.err, sizeof(r.err)))) {
 		session__error("%s", r.err);
