@@ -79,7 +79,8 @@ struct run {
 	bool attached[SESSION_MAX_PIDS];
 	unsigned next_scan[SESSION_MAX_PIDS];	/* tick of the next VM scan, */
 	unsigned scan_every[SESSION_MAX_PIDS];	/* ticks after the last one */
-	__u64 code_seen[SESSION_MAX_PIDS];	/* lj_target__code_digest when not found */
+	__u64 code_seen[SESSION_MAX_PIDS];	/* lj_target__code_digest, last seen */
+	bool code_tried[SESSION_MAX_PIDS];	/* identified with that code, in vain */
 	bool exited[SESSION_MAX_PIDS];		/* or, a process it started, left out */
 	pid_t pids[SESSION_MAX_PIDS];	/* -p, or the launched command; then the
 					 * processes they started, as found */
@@ -314,19 +315,30 @@ static bool is_followed_child(const struct run *r, int i)
 
 /* Identify LuaJIT in target i and start sampling it. 1 attached, 0 not yet
  * (a launched process may map LuaJIT later), -1 error. A process waiting for
- * LuaJIT is identified again only when its code mappings changed. */
+ * LuaJIT is identified again only when its code mappings changed; a child,
+ * once they have stood still for a poll: between its fork and its exec (a
+ * LuaJIT process running os.execute or io.popen), a child is a copy of its
+ * parent that is about to become another program. */
 static int attach_target(struct run *r, int i, bool final)
 {
 	struct lj_target *t = &r->targets[i];
 	__u64 code = r->identified[i] || final ? 0 : lj_target__code_digest(r->pids[i]);
 	int ret = 0;
 
-	if (code && code == r->code_seen[i])
-		return 0;
+	if (code) {
+		if (code != r->code_seen[i]) {
+			r->code_seen[i] = code;
+			r->code_tried[i] = false;
+			if (is_followed_child(r, i))
+				return 0;
+		}
+		if (r->code_tried[i])
+			return 0;
+		r->code_tried[i] = true;
+	}
 	if (!r->identified[i])
 		ret = lj_target__open(t, r->pids[i], r->err, sizeof(r->err));
 	if (ret) {
-		r->code_seen[i] = code;
 		if (!final && ret != LJ_TARGET_UNSUPPORTED)
 			return 0;
 		goto fail;
