@@ -275,17 +275,23 @@ def test_launch_profiles_from_the_start(nupp):
         f"command was not sampled:\n{run.output.read_text()}"
 
 
+def assert_samples_per_cpu(run, frame, secs, low):
+    """The stacks holding frame got from low to 110 % of FREQ samples per CPU
+    second it ran, the upper bound widened by the machine's steal."""
+    got = sum(c for s, c in run.rows if frame in frames(s))
+    want = FREQ * secs
+    assert low * want <= got <= 1.1 * want / (1 - 2 * run.steal), \
+        f"{frame}: {got} samples for {secs:.2f} CPU seconds:\n{run}"
+
+
 def started_child_samples(run, late_s, early_s):
     """early.lua run by a process the command started: it is found at a poll
     (every 10 ms while nothing is profiled) and identified, so the start of
     early() can be missed, which also raises late()'s share. Its samples are
     checked as counts instead: late() 90-110 % of its CPU seconds x 997 (the
     upper bound widened by steal), early() at least 70 %."""
-    for fn, secs, low in (("late", late_s, 0.9), ("early", early_s, 0.7)):
-        got = sum(c for s, c in run.rows if f"early.lua:{fn}" in frames(s))
-        want = FREQ * secs
-        assert low * want <= got <= 1.1 * want / (1 - 2 * run.steal), \
-            f"{fn}: {got} samples for {secs} CPU seconds:\n{run}"
+    assert_samples_per_cpu(run, "early.lua:late", late_s, 0.9)
+    assert_samples_per_cpu(run, "early.lua:early", early_s, 0.7)
 
 
 def test_launch_follows_a_wrapper_script(nupp):
@@ -347,10 +353,7 @@ def test_launch_follows_forked_workers(nupp):
     assert len(re.findall(r"^nupp-bpf: recording PID \d+: .*, a child of PID \d+$", run.stderr,
                           re.M)) == 2, run
     for fn in ("work_a", "work_b"):
-        got = sum(c for s, c in run.rows if f"forkworkers.lua:{fn}" in frames(s))
-        want = 997 * truth[fn]
-        assert 0.75 * want <= got <= 1.1 * want / (1 - 2 * run.steal), \
-            f"{fn}: {got} samples for {truth[fn]:.2f} CPU seconds:\n{run}"
+        assert_samples_per_cpu(run, f"forkworkers.lua:{fn}", truth[fn], 0.75)
 
 
 def test_attach_children(nupp, target):
@@ -361,8 +364,8 @@ def test_attach_children(nupp, target):
     Those seconds also hold the poll the workers wait before they are
     identified (their code must stand still for one) and nupp-bpf's teardown
     after its timers stop (each uprobe removed waits ~0.15 s): about 85 % on
-    a quiet machine. Without --children the
-    master, which waits in waitpid(), gives no samples."""
+    a quiet machine. Without --children the master, which waits in
+    waitpid(), gives no samples."""
     t = target(STOCK_LUAJIT, workload("forkworkers.lua"), 7, ready="forked")
     kids = [int(k) for k in Path(f"/proc/{t.pid}/task/{t.pid}/children").read_text().split()]
     assert len(kids) == 2, kids
@@ -374,10 +377,7 @@ def test_attach_children(nupp, target):
         assert re.search(rf"^nupp-bpf: recording PID {kid}: /usr/bin/luajit \(debian-luajit-bin\), "
                          rf"a child of PID {t.pid}$", run.stderr, re.M), run
     for fn, secs in zip(("work_a", "work_b"), cpu):
-        got = sum(c for s, c in run.rows if f"forkworkers.lua:{fn}" in frames(s))
-        want = FREQ * secs
-        assert 0.7 * want <= got <= 1.1 * want / (1 - 2 * run.steal), \
-            f"{fn}: {got} samples for {secs:.2f} CPU seconds:\n{run}"
+        assert_samples_per_cpu(run, f"forkworkers.lua:{fn}", secs, 0.7)
     code, out, _ = t.wait()
     assert code == 0 and out.endswith("workers done\n"), out
 

@@ -50,15 +50,5 @@ unsigned long long procmem__start_time(pid_t pid)
 
 bool procmem__alive(pid_t pid)
 {
-	char path[64], buf[512], *p = NULL;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	if (fgets(buf, sizeof(buf), f))
-		p = strrchr(buf, ')');		/* the command name may hold anything */
-	fclose(f);
-	return p && p[1] == ' ' && p[2] && p[2] != 'Z' && p[2] != 'X';
+	return procmem__start_time(pid) != 0;
 }

@@ -518,6 +518,18 @@ static void scan_vms(struct run *r, int i, unsigned tick)
 		sampler__refresh_target(r->sampler, t);
 }
 
+/* Say that target i is being recorded, once it is. */
+static void say_recording(const struct run *r, int i)
+{
+	const struct lj_target *t = &r->targets[i];
+	char parent[48] = "";
+
+	if (is_followed_child(r, i))
+		snprintf(parent, sizeof(parent), ", a child of PID %d", r->parent[i]);
+	note("recording PID %d: %s (%s)%s%s", r->pids[i], t->shown, lj_target__build(t)->id, parent,
+	     r->o->duration || parent[0] ? "" : "; Ctrl-C to stop");
+}
+
 /* Mark exited targets, attach late ones; how many still run (a launched
  * command: whether it does), -1 on error. */
 static int check_targets(struct run *r, unsigned tick)
@@ -545,9 +557,7 @@ static int check_targets(struct run *r, unsigned tick)
 			if (a > 0)
 				trace_target(r, i);
 			if (a > 0 && is_followed_child(r, i) && r->o->summary)
-				note("recording PID %d: %s (%s), a child of PID %d", r->pids[i],
-				     r->targets[i].shown, lj_target__build(&r->targets[i])->id,
-				     r->parent[i]);
+				say_recording(r, i);
 		}
 		/* A zone module loaded since: until its gate opens, its zones
 		 * are not recorded, so look at every poll (only new files are
@@ -562,15 +572,12 @@ static int check_targets(struct run *r, unsigned tick)
 	return r->child ? !r->exited[0] : alive;
 }
 
-/* Say what is being recorded, once it is. */
+/* Say what is being recorded at the start. */
 static void announce(const struct run *r)
 {
 	for (int i = 0; i < r->npids; i++) {
-		const struct lj_target *t = &r->targets[i];
-
 		if (r->attached[i])
-			note("recording PID %d: %s (%s)%s", r->pids[i], t->shown,
-			     lj_target__build(t)->id, r->o->duration ? "" : "; Ctrl-C to stop");
+			say_recording(r, i);
 		else if (r->child)
 			note("recording PID %d: %s, once it or a process it starts loads LuaJIT",
 			     r->pids[i], r->o->argv[0]);
