@@ -31,6 +31,8 @@ volatile __u32 paused;			/* set by userspace: count, don't record */
  * cache line costs less than a hash lookup on the cold caches a timer
  * interrupt finds. */
 __u32 target_tgid[NUPP_MAX_TARGETS];
+/* Set for a slot whose process executed another program (on_exec). */
+__u32 target_execed[NUPP_MAX_TARGETS];
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -42,9 +44,17 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
-	__type(key, __u32);			/* tid */
+	__type(key, __u64);			/* thread_key() */
 	__type(value, __u64);			/* last global_State validated on it */
 } thread_vm SEC(".maps");
+
+/* A thread of target p: by slot too, so that an entry left by a process that
+ * executed another program, or exited and left its tids to others, is not
+ * taken for one of the target now in its place (slots are not reused). */
+static __always_inline __u64 thread_key(const struct nupp_proc *p, __u32 tid)
+{
+	return (__u64)p->slot << 32 | tid;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -130,16 +140,17 @@ static __always_inline int vm_valid(const struct lj_layout *lj, __u64 g)
  * then to the process's only VM. */
 static __always_inline void find_vm(const struct nupp_proc *p, struct sampler_scratch *sc)
 {
-	__u64 *last;
+	__u64 *last, tk;
 
 	sc->key.g = sc->regs.dispatch + (__s64)p->lj.disp2g;
 	if (lj_likely(sc->key.g == p->g))	/* the process's only VM, validated at attach */
 		return;
-	last = bpf_map_lookup_elem(&thread_vm, &sc->key.tid);
+	tk = thread_key(p, sc->key.tid);
+	last = bpf_map_lookup_elem(&thread_vm, &tk);
 	if (last && *last == sc->key.g)
 		return;
 	if (vm_valid(&p->lj, sc->key.g)) {
-		bpf_map_update_elem(&thread_vm, &sc->key.tid, &sc->key.g, BPF_ANY);
+		bpf_map_update_elem(&thread_vm, &tk, &sc->key.g, BPF_ANY);
 		return;
 	}
 	sc->key.g = last ? *last : p->g;
@@ -410,6 +421,25 @@ int BPF_PROG(on_tick, struct hrtimer *timer, ktime_t *now)
 		return 0;
 	VM_REGS(sc->regs, (struct pt_regs *)bpf_task_pt_regs(task));
 	return sample(p, sc);
+}
+
+/* A target that executes another program keeps its pid, but its layout
+ * and VM are gone with its old image: its slot stops matching before the
+ * new program runs, and userspace learns why from target_execed. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 pid = task->tgid;
+
+	for (__u32 i = 0; i < NUPP_MAX_TARGETS; i++) {
+		if (!target_tgid[i])
+			break;
+		if (target_tgid[i] == pid) {
+			target_tgid[i] = NUPP_TGID_GONE;
+			target_execed[i] = 1;
+		}
+	}
+	return 0;
 }
 
 /* lj_gc_separateudata(g, all): called in the atomic phase of every GC cycle,

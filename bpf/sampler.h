@@ -114,6 +114,7 @@ struct nupp_proc {
 	__u32 max_frames;	/* frames a walk keeps: --depth + 1, at most NUPP_MAX_DEPTH */
 	__u32 counts_mask;	/* slots of the counts table - 1 */
 	struct lj_layout lj;
+	__u32 slot;		/* its own slot; read only when the VM is not p->g */
 };
 
 /* Process-wide counters (per-CPU array, index enum nupp_counter). A

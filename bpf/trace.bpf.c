@@ -143,6 +143,19 @@ static __always_inline void read_errinfo(const struct lj_layout *lj,
 		RD(e->info_f, fn + lj->fn_f);
 }
 
+/* A target that executes another program loses the layout its entry
+ * describes: the entry goes before the new program runs (userspace sees it
+ * gone), and a probe hit of the new image, should it map the same file,
+ * finds none. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 pid = task->tgid;
+
+	bpf_map_delete_elem(&procs, &pid);
+	return 0;
+}
+
 SEC("uprobe")
 int BPF_KPROBE(trace_abort_site)
 {

@@ -323,13 +323,14 @@ def nupp(privileged, tmp_path):
 # --- target processes ----------------------------------------------------------
 
 class Target:
-    """A background LuaJIT process (for -p), killed at the end of the test."""
+    """A background LuaJIT process (for -p), killed at the end of the test
+    with every process it started (it leads a process group of its own)."""
 
     def __init__(self, build, script, *args, ready=None, cwd=None):
         self.build = build
         self.popen = subprocess.Popen(build.command(script, *args), env=build.environ(),
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True, cwd=cwd)
+                                      text=True, cwd=cwd, start_new_session=True)
         self.pid = self.popen.pid
         if ready:
             line = self.popen.stdout.readline()
@@ -342,6 +343,13 @@ class Target:
     def kill(self, sig=signal.SIGKILL):
         if self.alive():
             self.popen.send_signal(sig)
+
+    def kill_all(self):
+        """The process and those it started (forked workers)."""
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
     def wait(self, timeout=30):
         o, e = self.popen.communicate(timeout=timeout)
@@ -359,7 +367,7 @@ def target():
         return t
     yield start
     for t in started:
-        t.kill()
+        t.kill_all()
         try:
             t.popen.communicate(timeout=10)
         except subprocess.TimeoutExpired:

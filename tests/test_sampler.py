@@ -356,6 +356,46 @@ def test_launch_follows_forked_workers(nupp):
         assert_samples_per_cpu(run, f"forkworkers.lua:{fn}", truth[fn], 0.75)
 
 
+def test_launch_follows_an_exec(nupp):
+    """execself.lua spends 1.5 s of CPU in before_exec(), then executes the
+    same LuaJIT on its `after` part (execv: same pid), which spends 1.5 s in
+    after_exec(). The exec is seen in the kernel as it happens (the
+    sched_process_exec tracepoint), and the new program is profiled once it
+    holds LuaJIT, with its own layout and VM: before_exec() gets 90-110 % of
+    997 samples per CPU second, after_exec() at least 75 % (it is found a
+    poll or two late); at most 1 % of samples are unresolved. The build
+    before kept sampling the new program with the old one's VM: 30 % of the
+    samples were read faults."""
+    run = nupp.launch(STOCK_LUAJIT, workload("execself.lua"), 1.5)
+    assert run.returncode == 0, run
+    truth = parse_truth(run.stdout)
+    pid = re.search(r"^nupp-bpf: recording PID (\d+): /usr/bin/luajit", run.stderr, re.M)[1]
+    assert re.search(rf"^nupp-bpf: note: PID {pid} executed another program; what it ran until "
+                     r"then is kept", run.stderr, re.M), run
+    assert re.search(rf"^nupp-bpf: recording PID {pid}: /usr/bin/luajit \(debian-luajit-bin\), "
+                     r"after its exec$", run.stderr, re.M), run
+    assert_resolves(run)
+    assert_samples_per_cpu(run, "execself.lua:before_exec", truth["before_exec"], 0.9)
+    assert_samples_per_cpu(run, "execself.lua:after_exec", truth["after_exec"], 0.75)
+
+
+def test_attach_follows_an_exec_into_another_program(nupp, target):
+    """-p on execself.lua, which then executes `sh -c 'sleep 0.3; exit 7'`:
+    what it ran before is kept, a note says it executed another program, and
+    the session runs on until that program exits (it was the -p target).
+    before_exec() gets 90-110 % of 997 samples per CPU second the process
+    ran while recorded (sh and sleep take next to none)."""
+    t = target(STOCK_LUAJIT, workload("execself.lua"), 1.5, "sh", ready="started")
+    run, cpu = nupp.record_cpu(["record", "-F", FREQ, "-p", t.pid], t.pid)
+    assert run.returncode == 0, run
+    assert re.search(rf"^nupp-bpf: note: PID {t.pid} executed another program", run.stderr, re.M), run
+    assert "after its exec" not in run.stderr, run
+    code, out, _ = t.wait()
+    assert code == 7, (code, out)
+    assert_samples_per_cpu(run, "execself.lua:before_exec", cpu, 0.9)
+    assert run.unresolved_fraction() <= 0.01, run
+
+
 def test_attach_children(nupp, target):
     """-p MASTER --children, once forkworkers.lua has forked two workers that
     spin 7 s of CPU each: both are found at attach and profiled for the

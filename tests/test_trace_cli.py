@@ -10,6 +10,7 @@ default job writes all three outputs.
 import csv
 import io
 import os
+import re
 import subprocess
 
 import pytest
@@ -89,6 +90,33 @@ def test_default_job_follows_forked_workers(privileged, tmp_path):
     collapsed = (tmp_path / "w.collapsed").read_text()
     for fn in ("work_a", "work_b"):
         assert f";forkworkers.lua:{fn} " in collapsed, collapsed
+
+
+def test_default_job_follows_an_exec(privileged, tmp_path):
+    """The default job on execself.lua run by the stock luajit, which then
+    executes the stock luajit2 (another build, another layout) on a part
+    whose loop creates a closure (NYI: FNEW): both channels take the new
+    program on, so its aborts are collected at their exact line and its
+    function is sampled. The build before kept only the old probe, on a
+    file the new program does not map: it collected no abort."""
+    script = ROOT / "tests" / "workloads" / "execself.lua"
+    luajit2 = BUILDS["stock-luajit2"].argv[0]
+    line = next(i for i, l in enumerate(script.read_text().splitlines(), 1) if "-- FNEW" in l)
+    p = subprocess.run([str(NUPP), "-F", "997", "-o", str(tmp_path / "x"), "--",
+                        "/usr/bin/luajit", str(script), "1.5", luajit2],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "truth after_exec" in p.stdout, p.stdout
+    assert re.search(r"^nupp-bpf: recording PID \d+: .*/luajit \(debian-luajit2-bin\), after its "
+                     r"exec$", p.stderr, re.M), p.stderr
+    rows = read_csv(tmp_path / "x-aborts.csv")
+    assert rows[0] == HEADER
+    fnew = [r for r in rows[1:] if r[3] == "trace.nyi-bytecode.FNEW"]
+    assert fnew and all(r[6] == f"execself.lua:{line}" for r in fnew), rows
+    assert all(r[3] == "trace.nyi-bytecode.FNEW" for r in rows[1:]), rows
+    collapsed = (tmp_path / "x.collapsed").read_text()
+    for fn in ("before_exec", "after_exec"):
+        assert f";execself.lua:{fn} " in collapsed, collapsed
 
 
 def test_trace_csv_to_stdout_round_trips(privileged):

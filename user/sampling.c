@@ -41,6 +41,7 @@ struct sampler {
 	struct sampler_bpf *skel;
 	struct bpf_link **links;
 	int nlinks;
+	struct bpf_link *exec_link;	/* on_exec */
 	size_t frames_size;		/* of a stacks map value: --depth + 1 frames */
 	struct nupp_frame *frames;	/* a buffer of that size */
 	struct target targets[NUPP_MAX_TARGETS];	/* by slot, as in the BPF program */
@@ -230,6 +231,11 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 	} else if (attach_cpu_clock(s, o, err, errsz)) {
 		goto fail;
 	}
+	s->exec_link = bpf_program__attach(s->skel->progs.on_exec);
+	if (!s->exec_link) {
+		snprintf(err, errsz, "failed to attach to sched_process_exec: %s", strerror(errno));
+		goto fail;
+	}
 	return s;
 fail:
 	sampler__close(s);
@@ -243,6 +249,7 @@ void sampler__close(struct sampler *s)
 	for (int i = 0; i < s->nlinks; i++)
 		bpf_link__destroy(s->links[i]);
 	free(s->links);
+	bpf_link__destroy(s->exec_link);
 	sampler_bpf__destroy(s->skel);
 	for (int i = 0; i < s->ntargets; i++) {
 		disable_walk_caches(&s->targets[i]);
@@ -360,6 +367,7 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err,
 		.g = t->ngs == 1 ? t->gs[0] : 0,
 		.max_frames = s->frames_size / sizeof(struct nupp_frame),
 		.counts_mask = s->table_len - 1,
+		.slot = s->ntargets,
 	};
 	tg->sym = symbolizer__new(lj_target__build(t), procmem__reader(&tg->pid));
 	if (!tg->sym) {
@@ -396,6 +404,20 @@ void sampler__target_gone(struct sampler *s, pid_t pid)
 	tg->gone = true;
 	__atomic_store_n(&s->skel->bss->target_tgid[tg - s->targets], NUPP_TGID_GONE,
 			 __ATOMIC_RELEASE);
+}
+
+bool sampler__target_execed(struct sampler *s, pid_t pid)
+{
+	struct target *tg = target_of(s, pid);
+
+	if (!tg || !__atomic_load_n(&s->skel->bss->target_execed[tg - s->targets],
+				    __ATOMIC_ACQUIRE))
+		return false;
+	/* Stacks seen before the exec, while the symbolizer still knows the
+	 * process as it was (its caches; its memory is the new program's). */
+	sampler__poll(s);
+	tg->gone = true;
+	return true;
 }
 
 int sampler__set_zones(struct sampler *s, pid_t pid, struct zones *z)

@@ -56,6 +56,12 @@ int sampler__refresh_target(struct sampler *s, const struct lj_target *t);
  * that gets the pid next is not sampled as it; what was counted stays. */
 void sampler__target_gone(struct sampler *s, pid_t pid);
 
+/* Did the process of pid execute another program since it was added? The
+ * kernel stopped sampling it then (on_exec in bpf/sampler.bpf.c). When it
+ * did, the stacks it left are taken in first, and the target is gone as by
+ * sampler__target_gone: the pid can be added again for the new program. */
+bool sampler__target_execed(struct sampler *s, pid_t pid);
+
 struct zones;
 
 /* Once the target's zone module is found (user/zones.h), samples carry the

@@ -82,6 +82,9 @@ struct run {
 	__u64 code_seen[SESSION_MAX_PIDS];	/* lj_target__code_digest, last seen */
 	bool code_tried[SESSION_MAX_PIDS];	/* identified with that code, in vain */
 	bool exited[SESSION_MAX_PIDS];		/* or, a process it started, left out */
+	bool execed[SESSION_MAX_PIDS];		/* exited so: it executed another
+						 * program, followed on in a later slot */
+	bool reborn[SESSION_MAX_PIDS];		/* that later slot */
 	pid_t pids[SESSION_MAX_PIDS];	/* -p, or the launched command; then the
 					 * processes they started, as found */
 	pid_t parent[SESSION_MAX_PIDS];	/* of a process found so, else 0 */
@@ -306,19 +309,27 @@ static bool close_one(FILE **f, const char *name)
 	return ok;
 }
 
-/* A process followed as the child of another: what fails for it is said in
- * a note, and the session goes on without it. */
+/* A process followed as the child of another. */
 static bool is_followed_child(const struct run *r, int i)
 {
 	return r->parent[i] != 0;
 }
 
+/* A process found during the session: a followed child, or one that
+ * executed another program. What fails for it is said in a note, and the
+ * session goes on without it. */
+static bool found_later(const struct run *r, int i)
+{
+	return is_followed_child(r, i) || r->reborn[i];
+}
+
 /* Identify LuaJIT in target i and start sampling it. 1 attached, 0 not yet
  * (a launched process may map LuaJIT later), -1 error. A process waiting for
- * LuaJIT is identified again only when its code mappings changed; a child,
- * once they have stood still for a poll: between its fork and its exec (a
- * LuaJIT process running os.execute or io.popen), a child is a copy of its
- * parent that is about to become another program. */
+ * LuaJIT is identified again only when its code mappings changed; one found
+ * later, once they have stood still for a poll: between its fork and its
+ * exec (a LuaJIT process running os.execute or io.popen), a child is a copy
+ * of its parent that is about to become another program, and right after
+ * an exec the dynamic loader is still mapping the new one. */
 static int attach_target(struct run *r, int i, bool final)
 {
 	struct lj_target *t = &r->targets[i];
@@ -329,7 +340,7 @@ static int attach_target(struct run *r, int i, bool final)
 		if (code != r->code_seen[i]) {
 			r->code_seen[i] = code;
 			r->code_tried[i] = false;
-			if (is_followed_child(r, i))
+			if (found_later(r, i))
 				return 0;
 		}
 		if (r->code_tried[i])
@@ -350,12 +361,15 @@ static int attach_target(struct run *r, int i, bool final)
 	r->attached[i] = true;
 	return 1;
 fail:
-	if (!is_followed_child(r, i)) {
+	if (!found_later(r, i)) {
 		session__error("%s", r->err);
 		return -1;
 	}
-	note("note: PID %d, a child of PID %d, is not profiled: %s", r->pids[i], r->parent[i],
-	     r->err);
+	if (r->reborn[i])
+		note("note: PID %d is not profiled after its exec: %s", r->pids[i], r->err);
+	else
+		note("note: PID %d, a child of PID %d, is not profiled: %s", r->pids[i],
+		     r->parent[i], r->err);
 	r->exited[i] = true;
 	return 0;
 }
@@ -400,6 +414,23 @@ static void trace_target(struct run *r, int i)
 		tracer_failed(r);
 }
 
+/* A new slot for process pid (started at start, a child of parent or 0); -1
+ * when all are taken, which is said once. */
+static int new_slot(struct run *r, pid_t pid, unsigned long long start, pid_t parent)
+{
+	if (r->npids < SESSION_MAX_PIDS) {
+		r->parent[r->npids] = parent;
+		r->start[r->npids] = start;
+		r->pids[r->npids] = pid;
+		return r->npids++;
+	}
+	if (!r->pids_full)
+		note("note: more than %d processes to follow; later ones are not profiled",
+		     SESSION_MAX_PIDS);
+	r->pids_full = true;
+	return -1;
+}
+
 /* Follow process pid, a child of parent, from now on, unless it is already
  * (by pid and start time: a process that exited may have left its pid to
  * this one) or has exited (a zombie its parent has not reaped yet). */
@@ -412,16 +443,45 @@ static void follow(struct run *r, pid_t pid, pid_t parent)
 	for (int k = 0; k < r->npids; k++)
 		if (r->pids[k] == pid && r->start[k] == start)
 			return;
-	if (r->npids < SESSION_MAX_PIDS) {
-		r->parent[r->npids] = parent;
-		r->start[r->npids] = start;
-		r->pids[r->npids++] = pid;
-		return;
-	}
-	if (!r->pids_full)
-		note("note: more than %d processes to follow; later ones are not profiled",
-		     SESSION_MAX_PIDS);
-	r->pids_full = true;
+	new_slot(r, pid, start, parent);
+}
+
+/* Target i is gone: both channels stop taking its pid for it, and keep what
+ * it did. */
+static void retire(struct run *r, int i)
+{
+	r->exited[i] = true;
+	if (r->sampler && r->attached[i])
+		sampler__target_gone(r->sampler, r->pids[i]);
+	if (r->tracer && r->attached[i])
+		tracer__target_gone(r->tracer, r->pids[i]);
+}
+
+/* Did attached target i execute another program? Each channel stopped
+ * taking it for the process it was at the exec itself (on_exec in the BPF
+ * programs); ask both, since each forgets it once asked. */
+static bool execed(struct run *r, int i)
+{
+	bool s = r->sampler && sampler__target_execed(r->sampler, r->pids[i]);
+	bool t = r->tracer && tracer__target_execed(r->tracer, r->pids[i]);
+
+	return r->attached[i] && (s || t);
+}
+
+/* Target i executed another program: its layout and VM went with the old
+ * one. The process is followed on in a new slot, and profiled again once
+ * the new program holds LuaJIT. */
+static void follow_exec(struct run *r, int i)
+{
+	int j;
+
+	retire(r, i);
+	r->execed[i] = true;
+	note("note: PID %d executed another program; what it ran until then is kept, and "
+	     "it is profiled on if the new one loads LuaJIT", r->pids[i]);
+	j = new_slot(r, r->pids[i], r->start[i], r->parent[i]);
+	if (j >= 0)
+		r->reborn[j] = true;
 }
 
 /* Follow the children of every thread of process pid. */
@@ -524,10 +584,19 @@ static void say_recording(const struct run *r, int i)
 	const struct lj_target *t = &r->targets[i];
 	char parent[48] = "";
 
-	if (is_followed_child(r, i))
+	if (r->reborn[i])
+		snprintf(parent, sizeof(parent), ", after its exec");
+	else if (is_followed_child(r, i))
 		snprintf(parent, sizeof(parent), ", a child of PID %d", r->parent[i]);
 	note("recording PID %d: %s (%s)%s%s", r->pids[i], t->shown, lj_target__build(t)->id, parent,
 	     r->o->duration || parent[0] ? "" : "; Ctrl-C to stop");
+}
+
+/* Whether the launched command runs, whatever programs it executed or
+ * whether any of them was profiled. */
+static bool child_running(const struct run *r)
+{
+	return !r->child_reaped && procmem__start_time(r->child) == r->start[0];
 }
 
 /* Mark exited targets, attach late ones; how many still run (a launched
@@ -544,9 +613,11 @@ static int check_targets(struct run *r, unsigned tick)
 		/* Gone, a zombie, or its pid another process's now. */
 		if (procmem__start_time(r->pids[i]) != r->start[i] ||
 		    (r->child == r->pids[i] && r->child_reaped)) {
-			r->exited[i] = true;
-			if (r->sampler && r->attached[i])
-				sampler__target_gone(r->sampler, r->pids[i]);
+			retire(r, i);
+			continue;
+		}
+		if (execed(r, i)) {
+			follow_exec(r, i);
 			continue;
 		}
 		if (!r->attached[i]) {
@@ -556,7 +627,7 @@ static int check_targets(struct run *r, unsigned tick)
 				return -1;
 			if (a > 0)
 				trace_target(r, i);
-			if (a > 0 && is_followed_child(r, i) && r->o->summary)
+			if (a > 0 && found_later(r, i) && r->o->summary)
 				say_recording(r, i);
 		}
 		/* A zone module loaded since: until its gate opens, its zones
@@ -569,7 +640,7 @@ static int check_targets(struct run *r, unsigned tick)
 		/* A child that never loads LuaJIT does not keep a -p session on. */
 		alive += !is_followed_child(r, i) || r->attached[i];
 	}
-	return r->child ? !r->exited[0] : alive;
+	return r->child ? child_running(r) : alive;
 }
 
 /* Say what is being recorded at the start. */
@@ -783,7 +854,7 @@ static int finish(struct run *r)
 	if (!r->o->summary)
 		return ret;
 	for (int i = 0; i < r->npids; i++)
-		if (r->exited[i] && !r->child && !is_followed_child(r, i))
+		if (r->exited[i] && !r->execed[i] && !r->child && !is_followed_child(r, i))
 			note("note: PID %d exited during the session; what it did until then is kept",
 			     r->pids[i]);
 	if (r->child && !any_attached(r) && r->npids == 1)

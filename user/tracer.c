@@ -38,6 +38,7 @@ struct tr_target {
 	__u64 zone_state;		/* &nupp_zone_state in the target, 0 none */
 	__u32 jit_flags;		/* J->flags, last seen */
 	struct bpf_link *link;
+	bool gone;			/* exited or executed another program */
 };
 
 /* One site being counted; the key is severity, reason, location, zone. */
@@ -48,6 +49,7 @@ struct tr_site {
 
 struct tracer {
 	struct trace_bpf *skel;
+	struct bpf_link *exec_link;	/* on_exec */
 	struct ring_buffer *rb;
 	struct tr_target *tg;
 	int ntg;
@@ -495,21 +497,29 @@ static struct tr_site *site_get(struct tracer *tr, const char *severity, const c
 	return s;
 }
 
+/* The live target of pid: one that is gone may have left its pid to
+ * another process. */
+static struct tr_target *target_of(struct tracer *tr, pid_t pid)
+{
+	for (int i = 0; i < tr->ntg; i++)
+		if (tr->tg[i].pid == pid && !tr->tg[i].gone)
+			return &tr->tg[i];
+	return NULL;
+}
+
 static int handle_event(void *ctx, void *data, size_t size)
 {
 	struct tracer *tr = ctx;
 	const struct nupp_trace_event *e = data;
 	static struct tr_reason r;
 	static char loc[LOC_MAX], zone[ZONE_PATH_MAX + 1];
-	struct tr_target *tg = NULL;
+	struct tr_target *tg;
 	struct tr_site *s;
 	bool bl;
 
 	if (size < sizeof(*e))
 		return 0;
-	for (int i = 0; i < tr->ntg; i++)
-		if (tr->tg[i].pid == (pid_t)e->pid)
-			tg = &tr->tg[i];
+	tg = target_of(tr, (pid_t)e->pid);
 	if (!tg || tr->paused)
 		return 0;
 	tg->jit_flags = e->flags;
@@ -758,6 +768,11 @@ struct tracer *tracer__open(const struct lj_target *targets, int n, bool include
 		snprintf(err, errsz, "failed to load the trace BPF program: %s", strerror(errno));
 		goto fail;
 	}
+	tr->exec_link = bpf_program__attach(tr->skel->progs.on_exec);
+	if (!tr->exec_link) {
+		snprintf(err, errsz, "failed to attach to sched_process_exec: %s", strerror(errno));
+		goto fail;
+	}
 	for (int i = 0; i < n; i++)
 		if (tracer__add_target(tr, &targets[i], err, errsz))
 			goto fail;
@@ -775,21 +790,45 @@ fail:
 
 int tracer__set_zone_state(struct tracer *tr, pid_t pid, __u64 zone_state_addr)
 {
+	struct tr_target *tg = target_of(tr, pid);
 	struct nupp_trace_proc proc;
 	__u32 key = pid;
 
-	for (int i = 0; i < tr->ntg; i++) {
-		if (tr->tg[i].pid != pid)
-			continue;
-		if (bpf_map__lookup_elem(tr->skel->maps.procs, &key, sizeof(key), &proc, sizeof(proc), 0))
-			return -errno;
-		proc.zone_cur = zone_state_addr ? zone_state_addr + 4 : 0;	/* .current */
-		if (bpf_map__update_elem(tr->skel->maps.procs, &key, sizeof(key), &proc, sizeof(proc), BPF_ANY))
-			return -errno;
-		tr->tg[i].zone_state = zone_state_addr;
-		return 0;
-	}
-	return -ESRCH;
+	if (!tg)
+		return -ESRCH;
+	if (bpf_map__lookup_elem(tr->skel->maps.procs, &key, sizeof(key), &proc, sizeof(proc), 0))
+		return -errno;
+	proc.zone_cur = zone_state_addr ? zone_state_addr + 4 : 0;	/* .current */
+	if (bpf_map__update_elem(tr->skel->maps.procs, &key, sizeof(key), &proc, sizeof(proc), BPF_ANY))
+		return -errno;
+	tg->zone_state = zone_state_addr;
+	return 0;
+}
+
+void tracer__target_gone(struct tracer *tr, pid_t pid)
+{
+	struct tr_target *tg = target_of(tr, pid);
+	__u32 key = pid;
+
+	if (!tg)
+		return;
+	ring_buffer__consume(tr->rb);		/* its events so far */
+	bpf_link__destroy(tg->link);
+	tg->link = NULL;
+	bpf_map__delete_elem(tr->skel->maps.procs, &key, sizeof(key), 0);
+	tg->gone = true;
+}
+
+bool tracer__target_execed(struct tracer *tr, pid_t pid)
+{
+	struct nupp_trace_proc proc;
+	__u32 key = pid;
+
+	if (!target_of(tr, pid) ||
+	    !bpf_map__lookup_elem(tr->skel->maps.procs, &key, sizeof(key), &proc, sizeof(proc), 0))
+		return false;
+	tracer__target_gone(tr, pid);
+	return true;
 }
 
 int tracer__poll(struct tracer *tr, int timeout_ms)
@@ -954,6 +993,7 @@ void tracer__close(struct tracer *tr)
 	ring_buffer__free(tr->rb);
 	for (int i = 0; i < tr->ntg; i++)
 		bpf_link__destroy(tr->tg[i].link);
+	bpf_link__destroy(tr->exec_link);
 	trace_bpf__destroy(tr->skel);
 	for (size_t i = 0; i < tr->nsites; i++)
 		site_free(&tr->sites[i].s);
