@@ -90,8 +90,9 @@ struct nupp_stack_slot {
 };
 
 #define NUPP_MAX_TARGETS	64	/* target processes of one sampler */
-#define NUPP_TGID_GONE	0xffffffffU	/* target_tgid of a slot whose process exited:
-					 * above every pid, so it matches none */
+#define NUPP_TGID_GONE	0xffffffffU	/* target_tgid of a slot whose process exited
+					 * or executed another program: above
+					 * every pid, so it matches none */
 
 #define NUPP_BLK	256	/* bytes of a lua_State read at once */
 #define NUPP_GG_BLK	1024	/* bytes of a GG_State read at once */

@@ -152,7 +152,8 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binp
 {
 	__u32 pid = task->tgid;
 
-	bpf_map_delete_elem(&procs, &pid);
+	if (bpf_map_lookup_elem(&procs, &pid))	/* no bucket lock for other processes */
+		bpf_map_delete_elem(&procs, &pid);
 	return 0;
 }
 

@@ -8,6 +8,7 @@ program's entry point), the CSV is what the spec's AbortSite rows are, and the
 default job writes all three outputs.
 """
 import csv
+import json
 import io
 import os
 import re
@@ -15,7 +16,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILDS, NUPP, ROOT
+from conftest import BUILDS, NUPP, ROOT, STOCK_LUAJIT
 
 FNEW = ROOT / "tests" / "aborts" / "nyi_fnew.lua"
 HEADER = ["severity", "count", "reason", "reasonId", "reasonClass", "rawReason", "location",
@@ -117,6 +118,43 @@ def test_default_job_follows_an_exec(privileged, tmp_path):
     collapsed = (tmp_path / "x.collapsed").read_text()
     for fn in ("before_exec", "after_exec"):
         assert f";execself.lua:{fn} " in collapsed, collapsed
+
+
+def uprobes_of(pid):
+    """Names of the BPF programs process pid holds on uprobes (bpftool perf)."""
+    perf = json.loads(subprocess.run(["bpftool", "--json", "perf", "show"], check=True,
+                                     capture_output=True, text=True).stdout)
+    progs = json.loads(subprocess.run(["bpftool", "--json", "prog", "show"], check=True,
+                                      capture_output=True, text=True).stdout)
+    names = {p["id"]: p.get("name") for p in progs}
+    return sorted(names.get(e["prog_id"]) for e in perf
+                  if e["pid"] == pid and e.get("fd_type") == "uprobe")
+
+
+def test_exec_detaches_the_old_probes(privileged, tmp_path, target):
+    """The default job on execself.lua, which executes `sh -c 'sleep 1;
+    exit 7'` after 1 s of a loop that allocates nothing: while sh runs, no
+    uprobe is left on the luajit the process no longer is (before the exec,
+    the GC probe and the abort probe; a new program mapping the same file
+    would hit them beside its own). The status passes through."""
+    t = target(STOCK_LUAJIT, ROOT / "tests" / "workloads" / "execself.lua", 1, "sh",
+               ready="started")
+    p = subprocess.Popen([str(NUPP), "-F", "997", "-o", str(tmp_path / "x"), "-p", str(t.pid)],
+                         stderr=subprocess.PIPE, text=True)
+    before, after, err = None, None, []
+    for line in p.stderr:
+        err.append(line)
+        if line.startswith("nupp-bpf: recording PID"):
+            before = uprobes_of(p.pid)
+        if "executed another program" in line:
+            after = uprobes_of(p.pid)
+            break
+    rest = p.communicate(timeout=30)[1]
+    assert p.returncode == 0, "".join(err) + rest
+    assert before == ["on_gc_cycle", "trace_abort_site"], before
+    assert after == [], "".join(err) + rest
+    code, _, _ = t.wait()
+    assert code == 7
 
 
 def test_trace_csv_to_stdout_round_trips(privileged):

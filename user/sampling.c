@@ -34,7 +34,8 @@ struct target {
 	double seen_at;			/* when it was read (CLOCK_MONOTONIC, s) */
 	double caches_retry_at;		/* caches off for GC cycles too often: when to try again, */
 	double caches_backoff;		/* after how long (s), doubled at each failure; 0 never off */
-	bool gone;			/* the process exited: its pid may be another's now */
+	bool gone;			/* the process exited or executed another program:
+					 * its pid may be another target's now */
 };
 
 struct sampler {
@@ -275,16 +276,21 @@ static struct target *target_of(struct sampler *s, __u32 pid)
 	return NULL;
 }
 
-/* Write a target's entry of the procs map, then list it for the sampler. */
+/* Write a target's entry of the procs map. */
 static int configure(struct sampler *s, struct target *tg)
 {
 	__u32 slot = tg - s->targets;
 
-	if (bpf_map__update_elem(s->skel->maps.procs, &slot, sizeof(slot), &tg->proc,
-				 sizeof(tg->proc), BPF_ANY))
-		return -1;
-	__atomic_store_n(&s->skel->bss->target_tgid[slot], (__u32)tg->pid, __ATOMIC_RELEASE);
-	return 0;
+	return bpf_map__update_elem(s->skel->maps.procs, &slot, sizeof(slot), &tg->proc,
+				    sizeof(tg->proc), BPF_ANY);
+}
+
+/* List a configured target for the sampler: once, so that a slot the
+ * kernel tombstoned at an exec (on_exec) is never brought back. */
+static void enlist(struct sampler *s, struct target *tg)
+{
+	__atomic_store_n(&s->skel->bss->target_tgid[tg - s->targets], (__u32)tg->pid,
+			 __ATOMIC_RELEASE);
 }
 
 /* The block [*start, + *len) holding the 8-byte fields at offs[0..n); -1
@@ -381,6 +387,7 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err,
 		symbolizer__free(tg->sym);
 		return -1;
 	}
+	enlist(s, tg);
 	s->ntargets++;
 	return 0;
 }
@@ -416,7 +423,11 @@ bool sampler__target_execed(struct sampler *s, pid_t pid)
 	/* Stacks seen before the exec, while the symbolizer still knows the
 	 * process as it was (its caches; its memory is the new program's). */
 	sampler__poll(s);
-	tg->gone = true;
+	sampler__target_gone(s, pid);
+	/* The GC probe would fire in a new image that maps the same file,
+	 * next to the one the new target attaches. */
+	disable_walk_caches(tg);
+	tg->caches_backoff = 0;
 	return true;
 }
 
@@ -565,7 +576,8 @@ int sampler__poll(struct sampler *s)
 	int ret;
 
 	for (int i = 0; i < s->ntargets; i++)
-		forget_freed_code(s, &s->targets[i]);
+		if (!s->targets[i].gone)
+			forget_freed_code(s, &s->targets[i]);
 	ret = ring_buffer__consume(s->new_slots);
 	if (ret < 0)
 		return ret;

@@ -83,8 +83,9 @@ struct run {
 	bool code_tried[SESSION_MAX_PIDS];	/* identified with that code, in vain */
 	bool exited[SESSION_MAX_PIDS];		/* or, a process it started, left out */
 	bool execed[SESSION_MAX_PIDS];		/* exited so: it executed another
-						 * program, followed on in a later slot */
-	bool reborn[SESSION_MAX_PIDS];		/* that later slot */
+						 * program (followed on in a later
+						 * slot, if one was free) */
+	bool reborn[SESSION_MAX_PIDS];		/* such a later slot */
 	pid_t pids[SESSION_MAX_PIDS];	/* -p, or the launched command; then the
 					 * processes they started, as found */
 	pid_t parent[SESSION_MAX_PIDS];	/* of a process found so, else 0 */
@@ -459,13 +460,17 @@ static void retire(struct run *r, int i)
 
 /* Did attached target i execute another program? Each channel stopped
  * taking it for the process it was at the exec itself (on_exec in the BPF
- * programs); ask both, since each forgets it once asked. */
-static bool execed(struct run *r, int i)
+ * programs). Both are asked: each marks its target gone when it reports
+ * the exec. */
+static bool exec_seen(struct run *r, int i)
 {
-	bool s = r->sampler && sampler__target_execed(r->sampler, r->pids[i]);
-	bool t = r->tracer && tracer__target_execed(r->tracer, r->pids[i]);
+	bool s, t;
 
-	return r->attached[i] && (s || t);
+	if (!r->attached[i])
+		return false;
+	s = r->sampler && sampler__target_execed(r->sampler, r->pids[i]);
+	t = r->tracer && tracer__target_execed(r->tracer, r->pids[i]);
+	return s || t;
 }
 
 /* Target i executed another program: its layout and VM went with the old
@@ -473,13 +478,12 @@ static bool execed(struct run *r, int i)
  * the new program holds LuaJIT. */
 static void follow_exec(struct run *r, int i)
 {
-	int j;
+	int j = new_slot(r, r->pids[i], r->start[i], r->parent[i]);
 
 	retire(r, i);
 	r->execed[i] = true;
-	note("note: PID %d executed another program; what it ran until then is kept, and "
-	     "it is profiled on if the new one loads LuaJIT", r->pids[i]);
-	j = new_slot(r, r->pids[i], r->start[i], r->parent[i]);
+	note("note: PID %d executed another program; what it ran until then is kept%s",
+	     r->pids[i], j < 0 ? "" : ", and it is profiled on if the new one loads LuaJIT");
 	if (j >= 0)
 		r->reborn[j] = true;
 }
@@ -616,7 +620,7 @@ static int check_targets(struct run *r, unsigned tick)
 			retire(r, i);
 			continue;
 		}
-		if (execed(r, i)) {
+		if (exec_seen(r, i)) {
 			follow_exec(r, i);
 			continue;
 		}
@@ -663,9 +667,18 @@ static bool any_attached(const struct run *r)
 	return false;
 }
 
+static bool any_recording(const struct run *r)
+{
+	for (int i = 0; i < r->npids; i++)
+		if (r->attached[i] && !r->exited[i])
+			return true;
+	return false;
+}
+
 /* Poll until the duration ends, a stop signal comes, or every target (a
- * launched command) exits. Until a launched process has mapped LuaJIT, look
- * for it every tick. */
+ * launched command) exits. While nothing is recorded (a launched process
+ * has not mapped LuaJIT yet, one executed another program), look for
+ * LuaJIT every tick. */
 static int record(struct run *r)
 {
 	const struct session_opts *o = r->o;
@@ -677,7 +690,7 @@ static int record(struct run *r)
 			tracer__poll(r->tracer, TICK_MS);
 		else
 			usleep(TICK_MS * 1000);
-		if (tick % POLL_TICKS && any_attached(r))
+		if (tick % POLL_TICKS && any_recording(r))
 			continue;
 		if (r->sampler)
 			sampler__poll(r->sampler);
@@ -854,7 +867,8 @@ static int finish(struct run *r)
 	if (!r->o->summary)
 		return ret;
 	for (int i = 0; i < r->npids; i++)
-		if (r->exited[i] && !r->execed[i] && !r->child && !is_followed_child(r, i))
+		if (r->exited[i] && !r->execed[i] && !r->child && !is_followed_child(r, i) &&
+		    procmem__start_time(r->pids[i]) != r->start[i])	/* not one left out */
 			note("note: PID %d exited during the session; what it did until then is kept",
 			     r->pids[i]);
 	if (r->child && !any_attached(r) && r->npids == 1)

@@ -799,35 +799,48 @@ int tracer__set_zone_state(struct tracer *tr, pid_t pid, __u64 zone_state_addr)
 	if (bpf_map__lookup_elem(tr->skel->maps.procs, &key, sizeof(key), &proc, sizeof(proc), 0))
 		return -errno;
 	proc.zone_cur = zone_state_addr ? zone_state_addr + 4 : 0;	/* .current */
-	if (bpf_map__update_elem(tr->skel->maps.procs, &key, sizeof(key), &proc, sizeof(proc), BPF_ANY))
+	/* BPF_EXIST: an exec since the lookup deleted the entry, and must
+	 * find it deleted (tracer__target_execed). */
+	if (bpf_map__update_elem(tr->skel->maps.procs, &key, sizeof(key), &proc, sizeof(proc), BPF_EXIST))
 		return -errno;
 	tg->zone_state = zone_state_addr;
 	return 0;
 }
 
-void tracer__target_gone(struct tracer *tr, pid_t pid)
+/* Take in tg's events so far, then forget it. Its probe fires no more for a
+ * process that exited, and stays attached until tracer__close (destroying a
+ * uprobe link waits for an RCU grace period, ~0.15 s). */
+static void retire(struct tracer *tr, struct tr_target *tg)
 {
-	struct tr_target *tg = target_of(tr, pid);
-	__u32 key = pid;
+	__u32 key = tg->pid;
 
-	if (!tg)
-		return;
-	ring_buffer__consume(tr->rb);		/* its events so far */
-	bpf_link__destroy(tg->link);
-	tg->link = NULL;
+	ring_buffer__consume(tr->rb);
 	bpf_map__delete_elem(tr->skel->maps.procs, &key, sizeof(key), 0);
 	tg->gone = true;
 }
 
+void tracer__target_gone(struct tracer *tr, pid_t pid)
+{
+	struct tr_target *tg = target_of(tr, pid);
+
+	if (tg)
+		retire(tr, tg);
+}
+
 bool tracer__target_execed(struct tracer *tr, pid_t pid)
 {
+	struct tr_target *tg = target_of(tr, pid);
 	struct nupp_trace_proc proc;
 	__u32 key = pid;
 
-	if (!target_of(tr, pid) ||
-	    !bpf_map__lookup_elem(tr->skel->maps.procs, &key, sizeof(key), &proc, sizeof(proc), 0))
+	if (!tg || !bpf_map__lookup_elem(tr->skel->maps.procs, &key, sizeof(key), &proc,
+					 sizeof(proc), 0))
 		return false;
-	tracer__target_gone(tr, pid);
+	retire(tr, tg);
+	/* A new image that maps the same file would hit this probe too, next
+	 * to the one its own target attaches. */
+	bpf_link__destroy(tg->link);
+	tg->link = NULL;
 	return true;
 }
 

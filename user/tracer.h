@@ -77,13 +77,14 @@ struct tracer *tracer__open(const struct lj_target *targets, int n, bool include
  * err. */
 int tracer__add_target(struct tracer *tr, const struct lj_target *t, char *err, size_t errsz);
 
-/* The process of pid exited: its events so far are taken in, its probe is
- * detached, and a process that gets the pid next is not taken for it. */
+/* The process of pid exited: its events so far are taken in, and a process
+ * that gets the pid next is not taken for it. */
 void tracer__target_gone(struct tracer *tr, pid_t pid);
 
 /* Did the process of pid execute another program since it was added? The
  * kernel dropped its entry then (on_exec in bpf/trace.bpf.c). When it did,
- * it is gone as by tracer__target_gone: the pid can be added again. */
+ * it is gone as by tracer__target_gone and its probe is detached: the pid
+ * can be added again. */
 bool tracer__target_execed(struct tracer *tr, pid_t pid);
 
 /* Tell the probe where target pid keeps its nupp_zone_state (zone_state.h);

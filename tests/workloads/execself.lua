@@ -7,7 +7,7 @@
 --          LuaJIT running this script's `after` part, which spends SECONDS in
 --          after_exec(), whose loop the JIT cannot compile (NYI: FNEW),
 --          prints `truth after_exec CPU-SECONDS` and exits 0;
---   THEN = "sh": `sh -c 'sleep 0.3; exit 7'`.
+--   THEN = "sh": `sh -c 'sleep 1; exit 7'`.
 -- A process keeps its CPU time across an exec: each part prints its own.
 local ffi = require("ffi")
 ffi.cdef[[
@@ -54,7 +54,7 @@ io.stdout:flush()
 local sink = before_exec(t0 + seconds)
 print(("truth before_exec %.4f\nsink %d"):format(clock() - t0, sink % 2))
 if part == "sh" then
-  exec({ "/bin/sh", "-c", "sleep 0.3; exit 7" })
+  exec({ "/bin/sh", "-c", "sleep 1; exit 7" })
 end
 local exe = part
 if part == "self" then
