@@ -138,23 +138,63 @@ static int identify(struct lj_target *t, const char *path, __u64 start, __u64 of
 	return found;
 }
 
+/* One line of /proc/PID/maps. */
+struct mapping {
+	unsigned long start, end, off;
+	char perms[8];
+	char file[PATH_MAX];		/* "" for an anonymous mapping */
+};
+
+static FILE *maps_open(pid_t pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	return fopen(path, "re");
+}
+
+/* The next mapping of f: 1, or 0 at its end. */
+static int maps_next(FILE *f, struct mapping *m)
+{
+	char line[PATH_MAX + 128];
+
+	while (fgets(line, sizeof(line), f)) {
+		m->file[0] = '\0';
+		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %4095[^\n]", &m->start, &m->end, m->perms,
+			   &m->off, m->file) >= 4)
+			return 1;
+	}
+	return 0;
+}
+
+/* A mapping of a file's code: where LuaJIT can be. */
+static bool maps_code(const struct mapping *m)
+{
+	return m->perms[2] == 'x' && m->file[0] == '/';
+}
+
+static __u64 fnv1a(__u64 h, const void *p, size_t n)
+{
+	for (const unsigned char *c = p; n--; c++)
+		h = (h ^ *c) * 1099511628211ULL;
+	return h;
+}
+
 __u64 lj_target__code_digest(pid_t pid)
 {
-	char maps[64], line[PATH_MAX + 128];
 	__u64 h = 14695981039346656037ULL;	/* FNV-1a 64 */
-	FILE *f;
+	FILE *f = maps_open(pid);
+	struct mapping m;
 
-	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
-	f = fopen(maps, "re");
 	if (!f)
 		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		char *perms = strchr(line, ' ');
-
-		if (!perms || perms[3] != 'x' || !strchr(line, '/'))
+	while (maps_next(f, &m)) {
+		if (!maps_code(&m))
 			continue;
-		for (const char *p = line; *p; p++)
-			h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+		h = fnv1a(h, &m.start, sizeof(m.start));
+		h = fnv1a(h, &m.end, sizeof(m.end));
+		h = fnv1a(h, &m.off, sizeof(m.off));
+		h = fnv1a(h, m.file, strlen(m.file));
 	}
 	fclose(f);
 	return h;
@@ -172,7 +212,8 @@ int lj_target__open(struct lj_target *t, pid_t pid, char *err, size_t errsz)
 
 int lj_target__identify(struct lj_target *t, pid_t pid, char *err, size_t errsz)
 {
-	char maps[64], line[PATH_MAX + 128], hint[512] = "", hint_path[PATH_MAX] = "";
+	char hint[512] = "", hint_path[PATH_MAX] = "";
+	struct mapping m;
 	FILE *f;
 	int found = 0;
 
@@ -182,29 +223,24 @@ int lj_target__identify(struct lj_target *t, pid_t pid, char *err, size_t errsz)
 		snprintf(err, errsz, "no process with PID %d", pid);
 		return -1;
 	}
-	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
-	f = fopen(maps, "re");
+	f = maps_open(pid);
 	if (!f) {
-		snprintf(err, errsz, "cannot read %s: %s", maps, strerror(errno));
+		snprintf(err, errsz, "cannot read /proc/%d/maps: %s", pid, strerror(errno));
 		return -1;
 	}
-	while (!found && fgets(line, sizeof(line), f)) {
-		unsigned long start, end, off;
-		char perms[8], file[PATH_MAX] = "";
-
-		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %4095[^\n]", &start, &end, perms, &off, file) < 4 ||
-		    perms[2] != 'x' || file[0] != '/')
+	while (!found && maps_next(f, &m)) {
+		if (!maps_code(&m))
 			continue;
 		/* map_files reaches the mapped file even across mount namespaces
 		 * or when it was deleted or replaced on disk. */
-		snprintf(t->path, sizeof(t->path), "/proc/%d/map_files/%lx-%lx", pid, start, end);
-		found = identify(t, t->path, start, off, hint, sizeof(hint));
+		snprintf(t->path, sizeof(t->path), "/proc/%d/map_files/%lx-%lx", pid, m.start, m.end);
+		found = identify(t, t->path, m.start, m.off, hint, sizeof(hint));
 		if (found) {
-			snprintf(t->shown, sizeof(t->shown), "%s", file);
+			snprintf(t->shown, sizeof(t->shown), "%s", m.file);
 			stable_path(t);
 		}
 		else if (hint[0] && !hint_path[0])
-			snprintf(hint_path, sizeof(hint_path), "%s", file);
+			snprintf(hint_path, sizeof(hint_path), "%s", m.file);
 	}
 	fclose(f);
 	if (!found) {
@@ -243,26 +279,21 @@ int lj_target__scan_vms(struct lj_target *t)
 {
 	enum { CHUNK = 1 << 20, OVERLAP = 4096 };
 	const __u64 budget = 4ULL << 30;	/* bytes; a huge heap is not worth more */
-	char maps[64], line[PATH_MAX + 128];
+	struct mapping m;
 	__u64 scanned = 0;
 	__u8 *buf;
 	FILE *f;
 
-	snprintf(maps, sizeof(maps), "/proc/%d/maps", t->pid);
-	f = fopen(maps, "re");
+	f = maps_open(t->pid);
 	buf = malloc(CHUNK + OVERLAP);
 	if (!f || !buf)
 		goto out;
 	t->ngs = 0;
-	while (fgets(line, sizeof(line), f) && scanned < budget) {
-		unsigned long start, end;
-		char perms[8], file[PATH_MAX] = "";
-
-		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %4095[^\n]", &start, &end, perms, file) < 3 ||
-		    perms[0] != 'r' || perms[1] != 'w' || (file[0] && strcmp(file, "[heap]")))
+	while (scanned < budget && maps_next(f, &m)) {
+		if (m.perms[0] != 'r' || m.perms[1] != 'w' || (m.file[0] && strcmp(m.file, "[heap]")))
 			continue;
-		for (__u64 a = start; a < end; a += CHUNK) {
-			size_t n = end - a < CHUNK + OVERLAP ? end - a : CHUNK + OVERLAP;
+		for (__u64 a = m.start; a < m.end; a += CHUNK) {
+			size_t n = m.end - a < CHUNK + OVERLAP ? m.end - a : CHUNK + OVERLAP;
 
 			if (procmem__read(t->pid, buf, n, a))
 				break;
