@@ -28,9 +28,9 @@ volatile __u32 paused;			/* set by userspace: count, don't record */
 
 /* Target processes by slot: tgid in target_tgid[slot] (0 ends the list,
  * NUPP_TGID_GONE marks one that exited or executed another program), layout
- * in procs[slot]. Userspace writes a slot's tgid once; slots are not reused. A scan of one
- * cache line costs less than a hash lookup on the cold caches a timer
- * interrupt finds. */
+ * in procs[slot]. Userspace writes a slot's tgid once; slots are not reused.
+ * A scan of one cache line costs less than a hash lookup on the cold caches
+ * a timer interrupt finds. */
 __u32 target_tgid[NUPP_MAX_TARGETS];
 /* Set for a slot whose process executed another program (on_exec). */
 __u32 target_execed[NUPP_MAX_TARGETS];

@@ -380,7 +380,7 @@ def test_launch_follows_an_exec(nupp):
 
 
 def test_attach_follows_an_exec_into_another_program(nupp, target):
-    """-p on execself.lua, which then executes `sh -c 'sleep 0.3; exit 7'`:
+    """-p on execself.lua, which then executes `sh -c 'sleep 1; exit 7'`:
     what it ran before is kept, a note says it executed another program, and
     the session runs on until that program exits (it was the -p target).
     before_exec() gets 90-110 % of 997 samples per CPU second the process

@@ -69,6 +69,17 @@ def test_default_job_writes_every_output(privileged, tmp_path):
     assert "trace aborts" in p.stderr and "blacklisted" in p.stderr
 
 
+def assert_only_fnew_aborts(csv_path, script):
+    """The CSV holds FNEW aborts, each at the line of script marked `-- FNEW`,
+    and no other."""
+    line = next(i for i, l in enumerate(script.read_text().splitlines(), 1) if "-- FNEW" in l)
+    rows = read_csv(csv_path)
+    assert rows[0] == HEADER
+    assert len(rows) > 1, rows
+    assert all(r[3] == "trace.nyi-bytecode.FNEW" and r[6] == f"{script.name}:{line}"
+               for r in rows[1:]), rows
+
+
 def test_default_job_follows_forked_workers(privileged, tmp_path):
     """The default job on a master that forks two workers (forkworkers.lua):
     the trace aborts of the worker whose loop creates a closure (NYI: FNEW)
@@ -77,17 +88,12 @@ def test_default_job_follows_forked_workers(privileged, tmp_path):
     microseconds); LuaJIT's doubling penalty spaces the later ones out over
     seconds, so that some fall in the 1.5 s it runs."""
     workers = ROOT / "tests" / "workloads" / "forkworkers.lua"
-    line = next(i for i, l in enumerate(workers.read_text().splitlines(), 1) if "-- FNEW" in l)
     p = subprocess.run([str(NUPP), "-F", "997", "-o", str(tmp_path / "w"), "--",
                         "/usr/bin/luajit", str(workers), "1.5"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.endswith("workers done\n"), p.stdout
-    rows = read_csv(tmp_path / "w-aborts.csv")
-    assert rows[0] == HEADER
-    fnew = [r for r in rows[1:] if r[3] == "trace.nyi-bytecode.FNEW"]
-    assert [r[6] for r in fnew] and all(r[6] == f"forkworkers.lua:{line}" for r in fnew), rows
-    assert all(r[3] == "trace.nyi-bytecode.FNEW" for r in rows[1:]), rows
+    assert_only_fnew_aborts(tmp_path / "w-aborts.csv", workers)
     collapsed = (tmp_path / "w.collapsed").read_text()
     for fn in ("work_a", "work_b"):
         assert f";forkworkers.lua:{fn} " in collapsed, collapsed
@@ -102,7 +108,6 @@ def test_default_job_follows_an_exec(privileged, tmp_path):
     file the new program does not map: it collected no abort."""
     script = ROOT / "tests" / "workloads" / "execself.lua"
     luajit2 = BUILDS["stock-luajit2"].argv[0]
-    line = next(i for i, l in enumerate(script.read_text().splitlines(), 1) if "-- FNEW" in l)
     p = subprocess.run([str(NUPP), "-F", "997", "-o", str(tmp_path / "x"), "--",
                         "/usr/bin/luajit", str(script), "1.5", luajit2],
                        capture_output=True, text=True, timeout=60)
@@ -110,11 +115,7 @@ def test_default_job_follows_an_exec(privileged, tmp_path):
     assert "truth after_exec" in p.stdout, p.stdout
     assert re.search(r"^nupp-bpf: recording PID \d+: .*/luajit \(debian-luajit2-bin\), after its "
                      r"exec$", p.stderr, re.M), p.stderr
-    rows = read_csv(tmp_path / "x-aborts.csv")
-    assert rows[0] == HEADER
-    fnew = [r for r in rows[1:] if r[3] == "trace.nyi-bytecode.FNEW"]
-    assert fnew and all(r[6] == f"execself.lua:{line}" for r in fnew), rows
-    assert all(r[3] == "trace.nyi-bytecode.FNEW" for r in rows[1:]), rows
+    assert_only_fnew_aborts(tmp_path / "x-aborts.csv", script)
     collapsed = (tmp_path / "x.collapsed").read_text()
     for fn in ("before_exec", "after_exec"):
         assert f";execself.lua:{fn} " in collapsed, collapsed
@@ -136,7 +137,7 @@ def test_exec_detaches_the_old_probes(privileged, tmp_path, target):
     exit 7'` after 1 s of a loop that allocates nothing: while sh runs, no
     uprobe is left on the luajit the process no longer is (before the exec,
     the GC probe and the abort probe; a new program mapping the same file
-    would hit them beside its own). The status passes through."""
+    would hit them beside its own). The target's own status stays 7."""
     t = target(STOCK_LUAJIT, ROOT / "tests" / "workloads" / "execself.lua", 1, "sh",
                ready="started")
     p = subprocess.Popen([str(NUPP), "-F", "997", "-o", str(tmp_path / "x"), "-p", str(t.pid)],

@@ -81,7 +81,7 @@ struct run {
 	unsigned scan_every[SESSION_MAX_PIDS];	/* ticks after the last one */
 	__u64 code_seen[SESSION_MAX_PIDS];	/* lj_target__code_digest, last seen */
 	bool code_tried[SESSION_MAX_PIDS];	/* identified with that code, in vain */
-	bool exited[SESSION_MAX_PIDS];		/* or, a process it started, left out */
+	bool exited[SESSION_MAX_PIDS];		/* or, one found later, left out */
 	bool execed[SESSION_MAX_PIDS];		/* exited so: it executed another
 						 * program (followed on in a later
 						 * slot, if one was free) */
@@ -596,13 +596,6 @@ static void say_recording(const struct run *r, int i)
 	     r->o->duration || parent[0] ? "" : "; Ctrl-C to stop");
 }
 
-/* Whether the launched command runs, whatever programs it executed or
- * whether any of them was profiled. */
-static bool child_running(const struct run *r)
-{
-	return !r->child_reaped && procmem__start_time(r->child) == r->start[0];
-}
-
 /* Mark exited targets, attach late ones; how many still run (a launched
  * command: whether it does), -1 on error. */
 static int check_targets(struct run *r, unsigned tick)
@@ -644,7 +637,9 @@ static int check_targets(struct run *r, unsigned tick)
 		/* A child that never loads LuaJIT does not keep a -p session on. */
 		alive += !is_followed_child(r, i) || r->attached[i];
 	}
-	return r->child ? child_running(r) : alive;
+	/* The launched command runs until it is reaped (check_child, above),
+	 * whatever programs it executed and whether any was profiled. */
+	return r->child ? !r->child_reaped : alive;
 }
 
 /* Say what is being recorded at the start. */
