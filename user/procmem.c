@@ -20,12 +20,12 @@ int procmem__read(pid_t pid, void *dst, size_t n, __u64 addr)
 
 static int procmem_read_cb(void *ctx, void *dst, size_t n, __u64 addr)
 {
-	return procmem__read(*(pid_t *)ctx, dst, n, addr);
+	return procmem__read(*(const pid_t *)ctx, dst, n, addr);
 }
 
-struct mem_reader procmem__reader(pid_t *pid)
+struct mem_reader procmem__reader(const pid_t *pid)
 {
-	return (struct mem_reader){ procmem_read_cb, pid };
+	return (struct mem_reader){ procmem_read_cb, (void *)pid };	/* only read */
 }
 
 unsigned long long procmem__start_time(pid_t pid)

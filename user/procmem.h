@@ -27,7 +27,7 @@ bool procmem__alive(pid_t pid);
 unsigned long long procmem__start_time(pid_t pid);
 
 /* A reader over a live process; ctx points at a pid_t that outlives it. */
-struct mem_reader procmem__reader(pid_t *pid);
+struct mem_reader procmem__reader(const pid_t *pid);
 
 static inline int mem_read(const struct mem_reader *m, void *dst, size_t n, __u64 addr)
 {

@@ -19,6 +19,7 @@
 #include <bpf/libbpf.h>
 #include <bpf/bpf.h>
 #include "procmem.h"
+#include "symbolize.h"
 #include "trace.h"
 #include "trace.skel.h"
 #include "trace_reasons.h"
@@ -38,6 +39,7 @@ struct tr_target {
 	__u64 zone_state;		/* &nupp_zone_state in the target, 0 none */
 	__u32 jit_flags;		/* J->flags, last seen */
 	struct bpf_link *link;
+	struct symbolizer *sym;		/* for lines, as the sampler finds them */
 	bool gone;			/* exited or executed another program */
 };
 
@@ -147,41 +149,11 @@ static const char *table_name(const char *const *tab, int n, int i)
 
 /* ---- locations (lj_debug.c, lib_jit.c, jit/v.lua) ------------------------ */
 
-/* lj_debug_line() */
-static int debug_line(pid_t pid, const struct lj_layout *lj, __u64 pt, __u32 pos)
-{
-	__u64 li;
-	__s32 first, n;
-	__u32 sizebc, k;
-
-	if (procmem__read(pid, &li, 8, pt + lj->pt_lineinfo) ||
-	    procmem__read(pid, &first, 4, pt + lj->pt_firstline) ||
-	    procmem__read(pid, &n, 4, pt + lj->pt_numline) ||
-	    procmem__read(pid, &sizebc, 4, pt + lj->pt_sizebc))
-		return -1;
-	if (pos > sizebc || !li)
-		return -1;
-	if (pos == sizebc)
-		return first + n;
-	if (pos == 0)
-		return first;
-	k = pos - 1;
-	if (n < 256) {
-		__u8 d;
-		return procmem__read(pid, &d, 1, li + k) ? -1 : first + d;
-	} else if (n < 65536) {
-		__u16 d;
-		return procmem__read(pid, &d, 2, li + 2 * k) ? -1 : first + d;
-	} else {
-		__u32 d;
-		return procmem__read(pid, &d, 4, li + 4 * k) ? -1 : first + (__s32)d;
-	}
-}
-
 /* lj_debug_pushloc(): what jit.util.funcinfo(fn, pos).loc holds. */
-static int proto_loc(pid_t pid, const struct lj_layout *lj, __u64 pt, __u32 pos,
-		     char *out, size_t outsz)
+static int proto_loc(const struct tr_target *tg, __u64 pt, __u32 pos, char *out, size_t outsz)
 {
+	const struct lj_layout *lj = &tg->b->layout;
+	pid_t pid = tg->pid;
 	static char name[STR_MAX];
 	__u64 cn;
 	__s32 first;
@@ -192,9 +164,9 @@ static int proto_loc(pid_t pid, const struct lj_layout *lj, __u64 pt, __u32 pos,
 	    procmem__read(pid, &first, 4, pt + lj->pt_firstline))
 		return -1;
 	len = read_gcstr(pid, lj, cn & LJ_GCVMASK, name, sizeof(name));
-	if (len < 0)
+	line = symbolizer__line(tg->sym, pt, pos);	/* lj_debug_line() */
+	if (len < 0 || line < 0)
 		return -1;
-	line = debug_line(pid, lj, pt, pos);
 	if (first == -1) {
 		snprintf(out, outsz, "builtin:%s", s);
 	} else if (*s == '@') {
@@ -230,7 +202,7 @@ static void fmtfunc(const struct tr_target *tg, __u64 fn, __s32 pos, char *out, 
 		goto unknown;
 	if (ffid == 0) {
 		if (procmem__read(tg->pid, &v, 8, fn + lj->fn_pc) ||
-		    proto_loc(tg->pid, lj, v - lj->pt_size, (__u32)pos, out, outsz))
+		    proto_loc(tg, v - lj->pt_size, (__u32)pos, out, outsz))
 			goto unknown;
 		return;
 	}
@@ -745,9 +717,17 @@ int tracer__add_target(struct tracer *tr, const struct lj_target *t, char *err, 
 	}
 	tr->tg = tg;
 	tg = &tr->tg[tr->ntg];
-	*tg = (struct tr_target){ .pid = t->pid, .t = t };
-	if (target_attach(tr, tg, err, errsz))
+	/* The reader reads t's pid, which stays where it is (tg moves). */
+	*tg = (struct tr_target){ .pid = t->pid, .t = t,
+				  .sym = symbolizer__new(lj_target__build(t), procmem__reader(&t->pid)) };
+	if (!tg->sym) {
+		snprintf(err, errsz, "out of memory");
 		return -1;
+	}
+	if (target_attach(tr, tg, err, errsz)) {
+		symbolizer__free(tg->sym);
+		return -1;
+	}
 	tr->ntg++;
 	return 0;
 }
@@ -1004,8 +984,10 @@ void tracer__close(struct tracer *tr)
 	if (!tr)
 		return;
 	ring_buffer__free(tr->rb);
-	for (int i = 0; i < tr->ntg; i++)
+	for (int i = 0; i < tr->ntg; i++) {
 		bpf_link__destroy(tr->tg[i].link);
+		symbolizer__free(tr->tg[i].sym);
+	}
 	bpf_link__destroy(tr->exec_link);
 	trace_bpf__destroy(tr->skel);
 	for (size_t i = 0; i < tr->nsites; i++)

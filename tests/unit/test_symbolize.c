@@ -437,6 +437,13 @@ static const struct tcase cases[] = {
 	  "  assert(locof(f, pos) == 'ln.lua:' .. line, locof(f, pos))\n"
 	  "end\n"
 	  "assert(lineof(f, n) == 5) assert(lineof(f, n + 1) == 0)\n"
+	  /* Out of range (a pc past the function's end or before its start),
+	   * as lj_debug_pushloc says: the trace collector's abort locations
+	   * rely on it. */
+	  "for _, pos in ipairs({n, n + 1, n + 1000, -1}) do\n"
+	  "  local loc = util.funcinfo(f, pos).loc\n"
+	  "  assert(locof(f, pos) == loc and 'ln.lua:' .. lineof(f, pos) == loc, loc)\n"
+	  "end\n"
 	  "assert(locof(table.foreach, 1) == '[builtin:foreach]')\n"
 	  "capture()", NULL },
 };
