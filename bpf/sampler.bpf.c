@@ -177,14 +177,25 @@ static __always_inline __u32 state_index(const struct sampler_scratch *sc)
 	return st < NUPP_ST_MAX ? st : 0;
 }
 
+/* Where the probe sequence of key starts in the counts table: its stack
+ * hash mixed with its thread. Forked workers run the same code at the same
+ * addresses, so their stacks hash alike; by the hash alone, the ninth thread
+ * on one stack would find all NUPP_PROBES slots taken by the others. */
+static __always_inline __u32 first_slot(const struct nupp_stack_key *key)
+{
+	return (__u32)key->stack ^ key->tid * 0x9e3779b1u;
+}
+
 /* Count one sample of sc->key in state sc->state (see struct
  * nupp_stack_slot). A new stack's frames are stored before its slot is
  * ready, so that userspace finds them for every key it sees. 0, or enum
  * nupp_err + 1. */
 static __always_inline int count_stack(const struct nupp_proc *p, struct sampler_scratch *sc)
 {
+	__u32 start = first_slot(&sc->key);
+
 	for (__u32 i = 0; i < NUPP_PROBES; i++) {
-		__u32 k = ((__u32)sc->key.stack + i) & p->counts_mask;
+		__u32 k = (start + i) & p->counts_mask;
 		struct nupp_stack_slot *s = bpf_map_lookup_elem(&counts, &k);
 		const __u64 *have, *want = (const __u64 *)&sc->key;
 

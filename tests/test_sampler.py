@@ -356,6 +356,34 @@ def test_launch_follows_forked_workers(nupp):
         assert_samples_per_cpu(run, f"forkworkers.lua:{fn}", truth[fn], 0.75)
 
 
+def test_launch_many_workers_on_one_stack(nupp):
+    """sameworkers.lua forks 12 workers that spin in work() for 0.4 s of CPU
+    each: forked, they run the same code at the same addresses, so their
+    stacks hash alike. Each worker's samples are its own ([pid/tid ...]
+    frames of --threads): 75-110 % of 997 per CPU second it ran (found at a
+    poll of the master, up to 0.1 s late, while sharing two CPUs with the
+    others), and at most 1 % of all samples are unresolved. The build before
+    started every such stack's search for a counting slot at the same place:
+    from the ninth worker on, every sample was lost as "stack map full"."""
+    n = 12
+    run = nupp.launch(STOCK_LUAJIT, workload("sameworkers.lua"), n, 0.4, extra=["--threads"])
+    assert run.returncode == 0 and run.stdout.endswith("workers done\n"), run
+    truth = {int(pid): cpu for pid, cpu in parse_truth(run.stdout).items()}
+    assert len(truth) == n, run
+    assert_resolves(run)
+    per_pid = {}
+    for stack, count in run.rows:
+        m = THREAD_RE.match(stack)
+        assert m, f"line without a [pid/tid vm ADDR] frame: {stack!r}"
+        per_pid[int(m[1])] = per_pid.get(int(m[1]), 0) + count
+        assert "sameworkers.lua:work" in frames(m[4]), stack
+    assert set(per_pid) == set(truth), (sorted(per_pid), sorted(truth))
+    for pid, cpu in truth.items():
+        want = FREQ * cpu
+        assert 0.75 * want <= per_pid[pid] <= 1.1 * want / (1 - 2 * run.steal), \
+            f"worker {pid}: {per_pid[pid]} samples for {cpu:.2f} CPU seconds:\n{run}"
+
+
 def test_launch_follows_an_exec(nupp):
     """execself.lua spends 1.5 s of CPU in before_exec(), then executes the
     same LuaJIT on its `after` part (execv: same pid), which spends 1.5 s in

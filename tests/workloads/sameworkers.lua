@@ -1,0 +1,44 @@
+-- sameworkers.lua - a master that forks N workers running one function, as
+-- an nginx master's workers all run the same handlers: forked, they hold
+-- the same code at the same addresses, so all their stacks are alike.
+--   luajit sameworkers.lua N SECONDS
+-- Each worker spends SECONDS of CPU time in work(), then prints
+-- `truth PID CPU-SECONDS` (its os.clock time, all of its own CPU time since
+-- the fork but for an instant). The master prints `forked` once all run,
+-- waits for them, then prints `workers done`.
+local ffi = require("ffi")
+ffi.cdef[[
+int fork(void);
+int getpid(void);
+int waitpid(int pid, int *status, int options);
+void _exit(int status);
+]]
+local clock = os.clock
+local n, seconds = tonumber(arg[1]), tonumber(arg[2])
+
+local function work(deadline)
+  local s = 0
+  repeat for i = 1, 20000 do s = (s + i) % 1000003 end until clock() > deadline
+  return s
+end
+
+local pids = {}
+for i = 1, n do
+  io.stdout:flush()
+  local pid = ffi.C.fork()
+  assert(pid >= 0, "fork failed")
+  if pid == 0 then
+    local sink = work(clock() + seconds)	-- a child's CPU time starts at 0
+    io.stdout:write(("truth %d %.4f\nsink %d\n"):format(ffi.C.getpid(), clock(), sink % 2))
+    io.stdout:flush()
+    ffi.C._exit(0)
+  end
+  pids[i] = pid
+end
+print("forked")
+io.stdout:flush()
+local status = ffi.new("int[1]")
+for _, pid in ipairs(pids) do
+  assert(ffi.C.waitpid(pid, status, 0) == pid and status[0] == 0, "a worker failed")
+end
+print("workers done")
