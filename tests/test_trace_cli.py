@@ -13,6 +13,7 @@ import io
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -156,6 +157,44 @@ def test_exec_detaches_the_old_probes(privileged, tmp_path, target):
     assert after == [], "".join(err) + rest
     code, _, _ = t.wait()
     assert code == 7
+
+
+def nupp_processes():
+    """Pids of the running processes named nupp-bpf."""
+    out = subprocess.run(["pgrep", "-x", "nupp-bpf"], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+def test_probes_removed_after_exit(privileged, tmp_path, target):
+    """The default job on a master with 6 workers (-p --children -d 1): 14
+    uprobes, the GC probe and the abort probe of each process. Removing one
+    waits ~0.1 s in the kernel, so a child of nupp-bpf removes them after
+    it has written everything and exited. Within 30 s no nupp-bpf process
+    is left, and with it no probe; the workers, which ran on, are unharmed."""
+    n = 6
+    t = target(STOCK_LUAJIT, ROOT / "tests" / "workloads" / "sameworkers.lua", n, 2,
+               ready="forked")
+    p = subprocess.Popen([str(NUPP), "-o", str(tmp_path / "x"), "-p", str(t.pid), "--children",
+                          "-d", "1"], stderr=subprocess.PIPE, text=True)
+    probes, err = [], []
+    for line in p.stderr:
+        err.append(line)
+        if line.startswith("nupp-bpf: recording PID") and len(err) == n + 1:
+            probes = uprobes_of(p.pid)
+    err = "".join(err) + p.communicate(timeout=30)[1]
+    assert p.returncode == 0, err
+    assert probes == ["on_gc_cycle"] * (n + 1) + ["trace_abort_site"] * (n + 1), err
+    assert (tmp_path / "x.collapsed").read_text(), err
+    deadline = time.monotonic() + 30
+    while nupp_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert nupp_processes() == [], "a nupp-bpf process is left"
+    held = json.loads(subprocess.run(["bpftool", "--json", "perf", "show"], check=True,
+                                     capture_output=True, text=True).stdout)
+    assert not [e for e in held if e.get("fd_type") == "uprobe"], held
+    code, out, _ = t.wait()
+    assert code == 0 and out.endswith("workers done\n"), out
+    assert len(re.findall(r"^truth \d+ ", out, re.M)) == n, out
 
 
 def test_trace_csv_to_stdout_round_trips(privileged):

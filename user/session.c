@@ -901,6 +901,48 @@ static void remove_outputs(struct run *r)
 			unlink(names[i]);
 }
 
+/* Removing a uprobe waits for RCU grace periods in the kernel, ~0.1 s each
+ * and one after another: two per target, seconds for a server's workers.
+ * Once everything is written, a child process takes the probes over and
+ * removes them, so that the command returns at once. The programs record
+ * nothing more (paused); the child holds no terminal or pipe of ours. True
+ * in the parent once the child has them: its own references are dropped,
+ * so that the child's are the last ones, whose release waits. */
+static bool detach_in_background(struct run *r)
+{
+	int go[2], null;
+	pid_t pid;
+	char c;
+
+	if ((!r->sampler && !r->tracer) || pipe2(go, O_CLOEXEC))
+		return false;
+	if (r->sampler)
+		sampler__pause(r->sampler, true);
+	if (r->tracer)
+		tracer__pause(r->tracer, true);
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		close(go[0]);
+		close(go[1]);
+		return false;
+	}
+	if (pid == 0) {
+		close(go[1]);
+		null = open("/dev/null", O_RDWR);
+		for (int fd = 0; fd < 3; fd++)
+			dup2(null, fd);
+		signal(SIGINT, SIG_IGN);
+		while (read(go[0], &c, 1) < 0 && errno == EINTR)
+			;			/* EOF: the parent let go of everything */
+		tracer__close(r->tracer);
+		sampler__close(r->sampler);
+		_exit(0);
+	}
+	close_range(3, ~0U, 0);
+	return true;
+}
+
 static void cleanup(struct run *r, int ret)
 {
 	if (r->child && !r->child_reaped && r->release_fd >= 0) {
@@ -912,6 +954,8 @@ static void cleanup(struct run *r, int ret)
 	close_one(&r->csv, r->csv_name);
 	if (ret && r->created && !r->started)
 		remove_outputs(r);
+	if (r->started && detach_in_background(r))
+		return;			/* nothing of ours is left to free */
 	tracer__close(r->tracer);
 	sampler__close(r->sampler);
 	for (int i = 0; i < r->npids; i++)
