@@ -26,18 +26,27 @@ const volatile __u32 walk_turns = NUPP_MAX_DEPTH;
 const volatile __u64 tick_fn;		/* address of the scheduler tick's hrtimer handler */
 volatile __u32 paused;			/* set by userspace: count, don't record */
 
-/* Target processes by slot: tgid in target_tgid[slot] (0 ends the list,
- * NUPP_TGID_GONE marks one that exited or executed another program), layout
- * in procs[slot]. Userspace writes a slot's tgid once; slots are not reused.
- * A scan of one cache line costs less than a hash lookup on the cold caches
- * a timer interrupt finds. */
+/* Target processes by slot, their layout in procs[slot]. The first
+ * NUPP_MAX_TARGETS slots list their tgid in target_tgid[slot] (0 ends the
+ * list, NUPP_TGID_GONE marks one that exited or executed another program):
+ * a scan of one cache line costs less than a hash lookup on the cold caches
+ * a timer interrupt finds. Later slots (a server's many workers) are found
+ * by tgid in more_targets, which holds live targets only. Userspace writes
+ * a slot's tgid once; slots are not reused. */
 __u32 target_tgid[NUPP_MAX_TARGETS];
 /* Set for a slot whose process executed another program (on_exec). */
-__u32 target_execed[NUPP_MAX_TARGETS];
+__u32 target_execed[NUPP_MAX_PLACES];
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, NUPP_MAX_PLACES);
+	__type(key, __u32);			/* tgid */
+	__type(value, __u32);			/* slot, from NUPP_MAX_TARGETS on */
+} more_targets SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, NUPP_MAX_TARGETS);
+	__uint(max_entries, NUPP_MAX_PLACES);
 	__type(key, __u32);			/* slot */
 	__type(value, struct nupp_proc);
 } procs SEC(".maps");
@@ -228,13 +237,16 @@ static __always_inline struct nupp_proc *proc_of(__u32 pid)
 {
 	if (!pid)		/* an idle CPU: touch nothing more */
 		return NULL;
+	__u32 *slot;
+
 	for (__u32 i = 0; i < NUPP_MAX_TARGETS; i++) {
 		if (!target_tgid[i])
-			break;
+			return NULL;
 		if (target_tgid[i] == pid)
 			return bpf_map_lookup_elem(&procs, &i);
 	}
-	return NULL;
+	slot = bpf_map_lookup_elem(&more_targets, &pid);
+	return slot ? bpf_map_lookup_elem(&procs, slot) : NULL;
 }
 
 /* A field of the GG_State block: at offset off of GG_State. */
@@ -441,16 +453,23 @@ int BPF_PROG(on_tick, struct hrtimer *timer, ktime_t *now)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
 {
-	__u32 pid = task->tgid;
+	__u32 pid = task->tgid, *found, slot;
 
 	for (__u32 i = 0; i < NUPP_MAX_TARGETS; i++) {
 		if (!target_tgid[i])
-			break;
+			return 0;
 		if (target_tgid[i] == pid) {
 			target_tgid[i] = NUPP_TGID_GONE;
 			target_execed[i] = 1;
 		}
 	}
+	found = bpf_map_lookup_elem(&more_targets, &pid);
+	if (!found)
+		return 0;
+	slot = *found;
+	bpf_map_delete_elem(&more_targets, &pid);
+	if (slot < NUPP_MAX_PLACES)
+		target_execed[slot] = 1;
 	return 0;
 }
 

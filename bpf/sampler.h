@@ -3,6 +3,7 @@
 #ifndef NUPP_SAMPLER_H
 #define NUPP_SAMPLER_H
 
+#include "places.h"
 #include "lj_layout.h"
 
 #define NUPP_MAX_DEPTH	128	/* frames a key can hold; a power of two */
@@ -89,7 +90,8 @@ struct nupp_stack_slot {
 	__u64 ready;			/* 1 once key is complete */
 };
 
-#define NUPP_MAX_TARGETS	64	/* target processes of one sampler */
+#define NUPP_MAX_TARGETS	64	/* slots found by a scan of target_tgid; later
+					 * ones, up to NUPP_MAX_PLACES, by a lookup */
 #define NUPP_TGID_GONE	0xffffffffU	/* target_tgid of a slot whose process exited
 					 * or executed another program: above
 					 * every pid, so it matches none */

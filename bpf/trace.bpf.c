@@ -25,7 +25,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 /* tgid -> what the probe needs to know about that process */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
+	__uint(max_entries, NUPP_MAX_PLACES);
 	__type(key, __u32);
 	__type(value, struct nupp_trace_proc);
 } procs SEC(".maps");

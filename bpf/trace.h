@@ -3,6 +3,7 @@
 #ifndef NUPP_TRACE_H
 #define NUPP_TRACE_H
 
+#include "places.h"
 #include "lj_layout.h"
 
 #define NUPP_TRACE_FRAMES	4	/* frames captured from J->L->base-1 down */

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import BUILDS, NUPP, ROOT, STOCK_LUAJIT
+from conftest import BUILDS, NUPP, ROOT, STOCK_LUAJIT, nupp_processes
 
 FNEW = ROOT / "tests" / "aborts" / "nyi_fnew.lua"
 HEADER = ["severity", "count", "reason", "reasonId", "reasonClass", "rawReason", "location",
@@ -159,12 +159,6 @@ def test_exec_detaches_the_old_probes(privileged, tmp_path, target):
     assert code == 7
 
 
-def nupp_processes():
-    """Pids of the running processes named nupp-bpf."""
-    out = subprocess.run(["pgrep", "-x", "nupp-bpf"], capture_output=True, text=True).stdout
-    return [int(x) for x in out.split()]
-
-
 def test_probes_removed_after_exit(privileged, tmp_path, target):
     """The default job on a master with 6 workers (-p --children -d 1): 14
     uprobes, the GC probe and the abort probe of each process. Removing one
@@ -188,7 +182,7 @@ def test_probes_removed_after_exit(privileged, tmp_path, target):
     deadline = time.monotonic() + 30
     while nupp_processes() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert nupp_processes() == [], "a nupp-bpf process is left"
+    assert nupp_processes() == [], "a live nupp-bpf process is left"
     held = json.loads(subprocess.run(["bpftool", "--json", "perf", "show"], check=True,
                                      capture_output=True, text=True).stdout)
     assert not [e for e in held if e.get("fd_type") == "uprobe"], held

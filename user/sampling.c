@@ -36,6 +36,7 @@ struct target {
 	double caches_backoff;		/* after how long (s), doubled at each failure; 0 never off */
 	bool gone;			/* the process exited or executed another program:
 					 * its pid may be another target's now */
+	__u32 slot;			/* in the BPF program's maps */
 };
 
 struct sampler {
@@ -45,8 +46,9 @@ struct sampler {
 	struct bpf_link *exec_link;	/* on_exec */
 	size_t frames_size;		/* of a stacks map value: --depth + 1 frames */
 	struct nupp_frame *frames;	/* a buffer of that size */
-	struct target targets[NUPP_MAX_TARGETS];	/* by slot, as in the BPF program */
-	int ntargets;
+	struct target **targets;	/* by slot, as in the BPF program (each stays put:
+					 * symbolizers read its pid) */
+	int ntargets, cap;
 	struct nupp_stack_slot *table;	/* the counts table, mapped read-only */
 	size_t table_len, table_bytes;	/* slots, bytes mapped */
 	struct ring_buffer *new_slots;	/* indexes of slots claimed since the last poll */
@@ -253,9 +255,11 @@ void sampler__close(struct sampler *s)
 	bpf_link__destroy(s->exec_link);
 	sampler_bpf__destroy(s->skel);
 	for (int i = 0; i < s->ntargets; i++) {
-		disable_walk_caches(&s->targets[i]);
-		symbolizer__free(s->targets[i].sym);
+		disable_walk_caches(s->targets[i]);
+		symbolizer__free(s->targets[i]->sym);
+		free(s->targets[i]);
 	}
+	free(s->targets);
 	ring_buffer__free(s->new_slots);
 	if (s->table)
 		munmap(s->table, s->table_bytes);
@@ -271,26 +275,45 @@ void sampler__close(struct sampler *s)
 static struct target *target_of(struct sampler *s, __u32 pid)
 {
 	for (int i = 0; i < s->ntargets; i++)
-		if (s->targets[i].pid == (pid_t)pid && !s->targets[i].gone)
-			return &s->targets[i];
+		if (s->targets[i]->pid == (pid_t)pid && !s->targets[i]->gone)
+			return s->targets[i];
 	return NULL;
 }
 
 /* Write a target's entry of the procs map. */
 static int configure(struct sampler *s, struct target *tg)
 {
-	__u32 slot = tg - s->targets;
-
-	return bpf_map__update_elem(s->skel->maps.procs, &slot, sizeof(slot), &tg->proc,
+	return bpf_map__update_elem(s->skel->maps.procs, &tg->slot, sizeof(tg->slot), &tg->proc,
 				    sizeof(tg->proc), BPF_ANY);
 }
 
 /* List a configured target for the sampler: once, so that a slot the
  * kernel tombstoned at an exec (on_exec) is never brought back. */
-static void enlist(struct sampler *s, struct target *tg)
+static int enlist(struct sampler *s, struct target *tg)
 {
-	__atomic_store_n(&s->skel->bss->target_tgid[tg - s->targets], (__u32)tg->pid,
-			 __ATOMIC_RELEASE);
+	__u32 tgid = tg->pid;
+
+	if (tg->slot >= NUPP_MAX_TARGETS)
+		return bpf_map__update_elem(s->skel->maps.more_targets, &tgid, sizeof(tgid),
+					    &tg->slot, sizeof(tg->slot), BPF_ANY);
+	__atomic_store_n(&s->skel->bss->target_tgid[tg->slot], tgid, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Unlist a target: its pid matches nothing from now on. */
+static void unlist(struct sampler *s, struct target *tg)
+{
+	__u32 tgid = tg->pid, slot;
+
+	if (tg->slot < NUPP_MAX_TARGETS) {
+		__atomic_store_n(&s->skel->bss->target_tgid[tg->slot], NUPP_TGID_GONE,
+				 __ATOMIC_RELEASE);
+		return;
+	}
+	/* Gone already if the process executed another program (on_exec). */
+	if (!bpf_map__lookup_elem(s->skel->maps.more_targets, &tgid, sizeof(tgid), &slot,
+				  sizeof(slot), 0) && slot == tg->slot)
+		bpf_map__delete_elem(s->skel->maps.more_targets, &tgid, sizeof(tgid), 0);
 }
 
 /* The block [*start, + *len) holding the 8-byte fields at offs[0..n); -1
@@ -354,12 +377,27 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err,
 		return -1;
 	}
 
-	if (s->ntargets == NUPP_MAX_TARGETS) {
-		snprintf(err, errsz, "too many target processes (at most %d)", NUPP_MAX_TARGETS);
+	if (s->ntargets == NUPP_MAX_PLACES) {
+		snprintf(err, errsz, "too many target processes (at most %d)", NUPP_MAX_PLACES);
 		return -1;
 	}
-	tg = &s->targets[s->ntargets];
-	memset(tg, 0, sizeof(*tg));
+	if (s->ntargets == s->cap) {
+		int cap = s->cap ? 2 * s->cap : 8;
+		struct target **more = realloc(s->targets, cap * sizeof(*more));
+
+		if (!more) {
+			snprintf(err, errsz, "out of memory");
+			return -1;
+		}
+		s->targets = more;
+		s->cap = cap;
+	}
+	tg = calloc(1, sizeof(*tg));
+	if (!tg) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	tg->slot = s->ntargets;
 	tg->t = t;
 	tg->pid = t->pid;
 	tg->proc = (struct nupp_proc){
@@ -378,17 +416,22 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err,
 	tg->sym = symbolizer__new(lj_target__build(t), procmem__reader(&tg->pid));
 	if (!tg->sym) {
 		snprintf(err, errsz, "out of memory");
+		free(tg);
 		return -1;
 	}
-	enable_walk_caches(s, tg);
-	if (configure(s, tg)) {
+	if (configure(s, tg) || enlist(s, tg)) {
 		snprintf(err, errsz, "failed to configure PID %d: %s", t->pid, strerror(errno));
-		disable_walk_caches(tg);
 		symbolizer__free(tg->sym);
+		free(tg);
 		return -1;
 	}
-	enlist(s, tg);
-	s->ntargets++;
+	s->targets[s->ntargets++] = tg;
+	/* Sampled from now on; walked with the caches once their probe is on.
+	 * Attaching a uprobe can take a while (it waits for any uprobe being
+	 * removed, ~0.1 s each), and sampling need not wait for it. */
+	enable_walk_caches(s, tg);
+	if (tg->gc_probe && configure(s, tg))
+		disable_walk_caches(tg);
 	return 0;
 }
 
@@ -409,15 +452,14 @@ void sampler__target_gone(struct sampler *s, pid_t pid)
 	if (!tg)
 		return;
 	tg->gone = true;
-	__atomic_store_n(&s->skel->bss->target_tgid[tg - s->targets], NUPP_TGID_GONE,
-			 __ATOMIC_RELEASE);
+	unlist(s, tg);
 }
 
 bool sampler__target_execed(struct sampler *s, pid_t pid)
 {
 	struct target *tg = target_of(s, pid);
 
-	if (!tg || !__atomic_load_n(&s->skel->bss->target_execed[tg - s->targets],
+	if (!tg || !__atomic_load_n(&s->skel->bss->target_execed[tg->slot],
 				    __ATOMIC_ACQUIRE))
 		return false;
 	/* Stacks seen before the exec, while the symbolizer still knows the
@@ -541,7 +583,7 @@ static void retry_walk_caches(struct sampler *s, struct target *tg)
  * can still read the new code; polling often keeps that window short. */
 static void forget_freed_code(struct sampler *s, struct target *tg)
 {
-	__u32 slot = tg - s->targets;
+	__u32 slot = tg->slot;
 	struct nupp_proc now;
 	double t = monotonic_s();
 
@@ -576,8 +618,8 @@ int sampler__poll(struct sampler *s)
 	int ret;
 
 	for (int i = 0; i < s->ntargets; i++)
-		if (!s->targets[i].gone)
-			forget_freed_code(s, &s->targets[i]);
+		if (!s->targets[i]->gone)
+			forget_freed_code(s, s->targets[i]);
 	ret = ring_buffer__consume(s->new_slots);
 	if (ret < 0)
 		return ret;

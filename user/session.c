@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <elf.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include "flamegraph.h"
@@ -22,11 +23,13 @@
 #include "trace_reasons.h"
 #include "tracer.h"
 #include "zones.h"
+#include "../bpf/places.h"
 
 #define TICK_MS		10	/* trace events are drained this often */
 #define POLL_TICKS	10	/* symbolize new stacks every 100 ms */
 
 static volatile sig_atomic_t stop_signal;
+static struct rlimit fd_limit;	/* as we were started: the launched command's */
 static bool status_shown;	/* the live status line is on the terminal */
 
 static void on_stop_signal(int sig)
@@ -71,28 +74,34 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* A process the session follows: a -p target, the launched command, or one
+ * found later (a child of one, or a process after its exec). */
+struct place {
+	struct lj_target t;
+	struct zones *zones;
+	pid_t pid;
+	pid_t parent;			/* of a process followed as a child, else 0 */
+	unsigned long long start;	/* procmem__start_time: with the pid, which
+					 * process it is */
+	bool identified;		/* LuaJIT found in it */
+	bool attached;
+	unsigned next_scan;		/* tick of the next VM scan, */
+	unsigned scan_every;		/* ticks after the last one */
+	__u64 code_seen;		/* lj_target__code_digest, last seen */
+	bool code_tried;		/* identified with that code, in vain */
+	bool exited;			/* or, one found later, left out */
+	bool execed;			/* exited so: it executed another program
+					 * (followed on in a later place, if one
+					 * was free) */
+	bool reborn;			/* such a later place */
+};
+
 struct run {
 	const struct session_opts *o;
-	struct lj_target targets[SESSION_MAX_PIDS];
-	struct zones *zones[SESSION_MAX_PIDS];
-	bool identified[SESSION_MAX_PIDS];	/* LuaJIT found in it */
-	bool attached[SESSION_MAX_PIDS];
-	unsigned next_scan[SESSION_MAX_PIDS];	/* tick of the next VM scan, */
-	unsigned scan_every[SESSION_MAX_PIDS];	/* ticks after the last one */
-	__u64 code_seen[SESSION_MAX_PIDS];	/* lj_target__code_digest, last seen */
-	bool code_tried[SESSION_MAX_PIDS];	/* identified with that code, in vain */
-	bool exited[SESSION_MAX_PIDS];		/* or, one found later, left out */
-	bool execed[SESSION_MAX_PIDS];		/* exited so: it executed another
-						 * program (followed on in a later
-						 * slot, if one was free) */
-	bool reborn[SESSION_MAX_PIDS];		/* such a later slot */
-	pid_t pids[SESSION_MAX_PIDS];	/* -p, or the launched command; then the
-					 * processes they started, as found */
-	pid_t parent[SESSION_MAX_PIDS];	/* of a process found so, else 0 */
-	unsigned long long start[SESSION_MAX_PIDS];	/* procmem__start_time: with the
-							 * pid, which process it is */
-	int npids;
-	bool pids_full;			/* more processes started than followed; said so */
+	struct place *places[NUPP_MAX_PLACES];	/* -p, or the launched command; then
+						 * the processes they started, as found */
+	int nplaces;
+	bool places_full;		/* more processes started than followed; said so */
 	bool follow_children;		/* launched or --children */
 	pid_t child;			/* launched command, 0 for -p */
 	int child_status;
@@ -119,6 +128,28 @@ static bool tracing(const struct run *r)
 	return r->o->channels & SESSION_TRACE;
 }
 
+/* A new place for process pid (started at start, a child of parent or 0);
+ * -1 when all are taken, which is said once. */
+static int new_place(struct run *r, pid_t pid, unsigned long long start, pid_t parent)
+{
+	struct place *pl = r->nplaces < NUPP_MAX_PLACES ? calloc(1, sizeof(*pl)) : NULL;
+
+	if (!pl) {
+		if (!r->places_full && r->nplaces == NUPP_MAX_PLACES)
+			note("note: more than %d processes to follow; later ones are not "
+			     "profiled", NUPP_MAX_PLACES);
+		else if (!r->places_full)
+			note("note: out of memory; later processes are not profiled");
+		r->places_full = true;
+		return -1;
+	}
+	pl->pid = pid;
+	pl->start = start;
+	pl->parent = parent;
+	r->places[r->nplaces] = pl;
+	return r->nplaces++;
+}
+
 /* Fork the command, held before exec until release(). It asks to be traced
  * so that it stops right after exec: the LuaJIT linked into the executable
  * is then found and probed before any Lua code runs. */
@@ -141,16 +172,15 @@ static int launch(struct run *r)
 		if (read(pipefd[0], &c, 1) != 1)
 			_exit(127);	/* nupp-bpf gave up before starting it */
 		ptrace(PTRACE_TRACEME, 0, NULL, NULL);
+		if (fd_limit.rlim_max)
+			setrlimit(RLIMIT_NOFILE, &fd_limit);
 		execvp(r->o->argv[0], r->o->argv);
 		session__error("cannot run %s: %s", r->o->argv[0], strerror(errno));
 		_exit(127);
 	}
 	close(pipefd[0]);
 	r->release_fd = pipefd[1];
-	r->pids[0] = r->child;
-	r->start[0] = procmem__start_time(r->child);
-	r->npids = 1;
-	return 0;
+	return new_place(r, r->child, procmem__start_time(r->child), 0) < 0 ? -1 : 0;
 }
 
 /* Whether the kernel lists a process's children (CONFIG_PROC_CHILDREN); its
@@ -257,7 +287,7 @@ static void output_names(struct run *r)
 
 	snprintf(base, sizeof(base), "%s", o->output ? o->output : "");
 	if (!o->output)
-		snprintf(base, sizeof(base), "nupp-%d", r->pids[0]);
+		snprintf(base, sizeof(base), "nupp-%d", r->places[0]->pid);
 	if (sampling(r))
 		snprintf(r->out_name, sizeof(r->out_name), one && o->output ? "%s" : "%s.collapsed", base);
 	if (tracing(r))
@@ -313,7 +343,7 @@ static bool close_one(FILE **f, const char *name)
 /* A process followed as the child of another. */
 static bool is_followed_child(const struct run *r, int i)
 {
-	return r->parent[i] != 0;
+	return r->places[i]->parent != 0;
 }
 
 /* A process found during the session: a followed child, or one that
@@ -321,7 +351,7 @@ static bool is_followed_child(const struct run *r, int i)
  * session goes on without it. */
 static bool found_later(const struct run *r, int i)
 {
-	return is_followed_child(r, i) || r->reborn[i];
+	return is_followed_child(r, i) || r->places[i]->reborn;
 }
 
 /* Identify LuaJIT in target i and start sampling it. 1 attached, 0 not yet
@@ -333,45 +363,45 @@ static bool found_later(const struct run *r, int i)
  * an exec the dynamic loader is still mapping the new one. */
 static int attach_target(struct run *r, int i, bool final)
 {
-	struct lj_target *t = &r->targets[i];
-	__u64 code = r->identified[i] || final ? 0 : lj_target__code_digest(r->pids[i]);
+	struct lj_target *t = &r->places[i]->t;
+	__u64 code = r->places[i]->identified || final ? 0 : lj_target__code_digest(r->places[i]->pid);
 	int ret = 0;
 
 	if (code) {
-		if (code != r->code_seen[i]) {
-			r->code_seen[i] = code;
-			r->code_tried[i] = false;
+		if (code != r->places[i]->code_seen) {
+			r->places[i]->code_seen = code;
+			r->places[i]->code_tried = false;
 			if (found_later(r, i))
 				return 0;
 		}
-		if (r->code_tried[i])
+		if (r->places[i]->code_tried)
 			return 0;
-		r->code_tried[i] = true;
+		r->places[i]->code_tried = true;
 	}
-	if (!r->identified[i])
-		ret = lj_target__open(t, r->pids[i], r->err, sizeof(r->err));
+	if (!r->places[i]->identified)
+		ret = lj_target__open(t, r->places[i]->pid, r->err, sizeof(r->err));
 	if (ret) {
 		if (!final && ret != LJ_TARGET_UNSUPPORTED)
 			return 0;
 		goto fail;
 	}
-	r->identified[i] = true;
+	r->places[i]->identified = true;
 	if (r->sampler && sampler__add_target(r->sampler, t, r->err, sizeof(r->err)))
 		goto fail;
-	r->zones[i] = zones__new(t->pid);
-	r->attached[i] = true;
+	r->places[i]->zones = zones__new(t->pid);
+	r->places[i]->attached = true;
 	return 1;
 fail:
 	if (!found_later(r, i)) {
 		session__error("%s", r->err);
 		return -1;
 	}
-	if (r->reborn[i])
-		note("note: PID %d is not profiled after its exec: %s", r->pids[i], r->err);
+	if (r->places[i]->reborn)
+		note("note: PID %d is not profiled after its exec: %s", r->places[i]->pid, r->err);
 	else
-		note("note: PID %d, a child of PID %d, is not profiled: %s", r->pids[i],
-		     r->parent[i], r->err);
-	r->exited[i] = true;
+		note("note: PID %d, a child of PID %d, is not profiled: %s", r->places[i]->pid,
+		     r->places[i]->parent, r->err);
+	r->places[i]->exited = true;
 	return 0;
 }
 
@@ -393,7 +423,12 @@ static void open_tracer(struct run *r)
 {
 	if (!tracing(r) || r->tracer || r->trace_failed)
 		return;
-	r->tracer = tracer__open(r->targets, r->npids, r->o->include_benign, r->err, sizeof(r->err));
+	r->tracer = tracer__open(&r->places[0]->t, 1, r->o->include_benign, r->err, sizeof(r->err));
+	for (int i = 1; r->tracer && i < r->nplaces; i++)
+		if (tracer__add_target(r->tracer, &r->places[i]->t, r->err, sizeof(r->err))) {
+			tracer__close(r->tracer);
+			r->tracer = NULL;
+		}
 	if (!r->tracer)
 		tracer_failed(r);
 }
@@ -406,30 +441,13 @@ static void trace_target(struct run *r, int i)
 	if (!tracing(r) || r->trace_failed)
 		return;
 	if (r->tracer) {
-		if (tracer__add_target(r->tracer, &r->targets[i], r->err, sizeof(r->err)))
-			note("note: trace aborts of PID %d are not collected: %s", r->pids[i], r->err);
+		if (tracer__add_target(r->tracer, &r->places[i]->t, r->err, sizeof(r->err)))
+			note("note: trace aborts of PID %d are not collected: %s", r->places[i]->pid, r->err);
 		return;
 	}
-	r->tracer = tracer__open(&r->targets[i], 1, r->o->include_benign, r->err, sizeof(r->err));
+	r->tracer = tracer__open(&r->places[i]->t, 1, r->o->include_benign, r->err, sizeof(r->err));
 	if (!r->tracer)
 		tracer_failed(r);
-}
-
-/* A new slot for process pid (started at start, a child of parent or 0); -1
- * when all are taken, which is said once. */
-static int new_slot(struct run *r, pid_t pid, unsigned long long start, pid_t parent)
-{
-	if (r->npids < SESSION_MAX_PIDS) {
-		r->parent[r->npids] = parent;
-		r->start[r->npids] = start;
-		r->pids[r->npids] = pid;
-		return r->npids++;
-	}
-	if (!r->pids_full)
-		note("note: more than %d processes to follow; later ones are not profiled",
-		     SESSION_MAX_PIDS);
-	r->pids_full = true;
-	return -1;
 }
 
 /* Follow process pid, a child of parent, from now on, unless it is already
@@ -441,21 +459,21 @@ static void follow(struct run *r, pid_t pid, pid_t parent)
 
 	if (!start)
 		return;
-	for (int k = 0; k < r->npids; k++)
-		if (r->pids[k] == pid && r->start[k] == start)
+	for (int k = 0; k < r->nplaces; k++)
+		if (r->places[k]->pid == pid && r->places[k]->start == start)
 			return;
-	new_slot(r, pid, start, parent);
+	new_place(r, pid, start, parent);
 }
 
 /* Target i is gone: both channels stop taking its pid for it, and keep what
  * it did. */
 static void retire(struct run *r, int i)
 {
-	r->exited[i] = true;
-	if (r->sampler && r->attached[i])
-		sampler__target_gone(r->sampler, r->pids[i]);
-	if (r->tracer && r->attached[i])
-		tracer__target_gone(r->tracer, r->pids[i]);
+	r->places[i]->exited = true;
+	if (r->sampler && r->places[i]->attached)
+		sampler__target_gone(r->sampler, r->places[i]->pid);
+	if (r->tracer && r->places[i]->attached)
+		tracer__target_gone(r->tracer, r->places[i]->pid);
 }
 
 /* Did attached target i execute another program? Each channel stopped
@@ -466,10 +484,10 @@ static bool exec_seen(struct run *r, int i)
 {
 	bool s, t;
 
-	if (!r->attached[i])
+	if (!r->places[i]->attached)
 		return false;
-	s = r->sampler && sampler__target_execed(r->sampler, r->pids[i]);
-	t = r->tracer && tracer__target_execed(r->tracer, r->pids[i]);
+	s = r->sampler && sampler__target_execed(r->sampler, r->places[i]->pid);
+	t = r->tracer && tracer__target_execed(r->tracer, r->places[i]->pid);
 	return s || t;
 }
 
@@ -478,14 +496,14 @@ static bool exec_seen(struct run *r, int i)
  * the new program holds LuaJIT. */
 static void follow_exec(struct run *r, int i)
 {
-	int j = new_slot(r, r->pids[i], r->start[i], r->parent[i]);
+	int j = new_place(r, r->places[i]->pid, r->places[i]->start, r->places[i]->parent);
 
 	retire(r, i);
-	r->execed[i] = true;
+	r->places[i]->execed = true;
 	note("note: PID %d executed another program; what it ran until then is kept%s",
-	     r->pids[i], j < 0 ? "" : ", and it is profiled on if the new one loads LuaJIT");
+	     r->places[i]->pid, j < 0 ? "" : ", and it is profiled on if the new one loads LuaJIT");
 	if (j >= 0)
-		r->reborn[j] = true;
+		r->places[j]->reborn = true;
 }
 
 /* Follow the children of every thread of process pid. */
@@ -524,22 +542,22 @@ static void adopt_children(struct run *r)
 {
 	if (!r->follow_children)
 		return;
-	for (int i = 0, n = r->npids; i < n; i++)
-		if (!r->exited[i])
-			follow_children_of(r, r->pids[i]);
+	for (int i = 0, n = r->nplaces; i < n; i++)
+		if (!r->places[i]->exited)
+			follow_children_of(r, r->places[i]->pid);
 }
 
 /* Hand a zone module found in target i to both channels. */
 static void refresh_zones(struct run *r, int i)
 {
-	struct zones *z = r->zones[i];
+	struct zones *z = r->places[i]->zones;
 
 	if (!z || !zones__refresh(z))
 		return;
 	if (r->sampler)
-		sampler__set_zones(r->sampler, r->pids[i], z);
+		sampler__set_zones(r->sampler, r->places[i]->pid, z);
 	if (r->tracer)
-		tracer__set_zone_state(r->tracer, r->pids[i], zones__state_addr(z));
+		tracer__set_zone_state(r->tracer, r->places[i]->pid, zones__state_addr(z));
 }
 
 static void status_line(struct run *r, bool clear)
@@ -572,12 +590,12 @@ static void check_child(struct run *r, bool block)
  * for it, twice as long after each scan, until one is found. */
 static void scan_vms(struct run *r, int i, unsigned tick)
 {
-	struct lj_target *t = &r->targets[i];
+	struct lj_target *t = &r->places[i]->t;
 
-	if (t->ngs || tick < r->next_scan[i])
+	if (t->ngs || tick < r->places[i]->next_scan)
 		return;
-	r->scan_every[i] = r->scan_every[i] ? 2 * r->scan_every[i] : POLL_TICKS;
-	r->next_scan[i] = tick + r->scan_every[i];
+	r->places[i]->scan_every = r->places[i]->scan_every ? 2 * r->places[i]->scan_every : POLL_TICKS;
+	r->places[i]->next_scan = tick + r->places[i]->scan_every;
 	if (lj_target__scan_vms(t) && r->sampler)
 		sampler__refresh_target(r->sampler, t);
 }
@@ -585,14 +603,14 @@ static void scan_vms(struct run *r, int i, unsigned tick)
 /* Say that target i is being recorded, once it is. */
 static void say_recording(const struct run *r, int i)
 {
-	const struct lj_target *t = &r->targets[i];
+	const struct lj_target *t = &r->places[i]->t;
 	char parent[48] = "";
 
-	if (r->reborn[i])
+	if (r->places[i]->reborn)
 		snprintf(parent, sizeof(parent), ", after its exec");
 	else if (is_followed_child(r, i))
-		snprintf(parent, sizeof(parent), ", a child of PID %d", r->parent[i]);
-	note("recording PID %d: %s (%s)%s%s", r->pids[i], t->shown, lj_target__build(t)->id, parent,
+		snprintf(parent, sizeof(parent), ", a child of PID %d", r->places[i]->parent);
+	note("recording PID %d: %s (%s)%s%s", r->places[i]->pid, t->shown, lj_target__build(t)->id, parent,
 	     r->o->duration || parent[0] ? "" : "; Ctrl-C to stop");
 }
 
@@ -604,12 +622,12 @@ static int check_targets(struct run *r, unsigned tick)
 
 	check_child(r, false);
 	adopt_children(r);
-	for (int i = 0; i < r->npids; i++) {
-		if (r->exited[i])
+	for (int i = 0; i < r->nplaces; i++) {
+		if (r->places[i]->exited)
 			continue;
 		/* Gone, a zombie, or its pid another process's now. */
-		if (procmem__start_time(r->pids[i]) != r->start[i] ||
-		    (r->child == r->pids[i] && r->child_reaped)) {
+		if (procmem__start_time(r->places[i]->pid) != r->places[i]->start ||
+		    (r->child == r->places[i]->pid && r->child_reaped)) {
 			retire(r, i);
 			continue;
 		}
@@ -617,7 +635,7 @@ static int check_targets(struct run *r, unsigned tick)
 			follow_exec(r, i);
 			continue;
 		}
-		if (!r->attached[i]) {
+		if (!r->places[i]->attached) {
 			int a = attach_target(r, i, false);
 
 			if (a < 0)
@@ -630,12 +648,12 @@ static int check_targets(struct run *r, unsigned tick)
 		/* A zone module loaded since: until its gate opens, its zones
 		 * are not recorded, so look at every poll (only new files are
 		 * read). */
-		if (r->attached[i])
+		if (r->places[i]->attached)
 			refresh_zones(r, i);
-		if (r->attached[i])
+		if (r->places[i]->attached)
 			scan_vms(r, i, tick);
 		/* A child that never loads LuaJIT does not keep a -p session on. */
-		alive += !is_followed_child(r, i) || r->attached[i];
+		alive += !is_followed_child(r, i) || r->places[i]->attached;
 	}
 	/* The launched command runs until it is reaped (check_child, above),
 	 * whatever programs it executed and whether any was profiled. */
@@ -645,27 +663,27 @@ static int check_targets(struct run *r, unsigned tick)
 /* Say what is being recorded at the start. */
 static void announce(const struct run *r)
 {
-	for (int i = 0; i < r->npids; i++) {
-		if (r->attached[i])
+	for (int i = 0; i < r->nplaces; i++) {
+		if (r->places[i]->attached)
 			say_recording(r, i);
 		else if (r->child)
 			note("recording PID %d: %s, once it or a process it starts loads LuaJIT",
-			     r->pids[i], r->o->argv[0]);
+			     r->places[i]->pid, r->o->argv[0]);
 	}
 }
 
 static bool any_attached(const struct run *r)
 {
-	for (int i = 0; i < r->npids; i++)
-		if (r->attached[i])
+	for (int i = 0; i < r->nplaces; i++)
+		if (r->places[i]->attached)
 			return true;
 	return false;
 }
 
 static bool any_recording(const struct run *r)
 {
-	for (int i = 0; i < r->npids; i++)
-		if (r->attached[i] && !r->exited[i])
+	for (int i = 0; i < r->nplaces; i++)
+		if (r->places[i]->attached && !r->places[i]->exited)
 			return true;
 	return false;
 }
@@ -778,7 +796,7 @@ static int finish_samples(struct run *r)
 	if (!close_one(&r->out, r->out_name) || stacks < 0)
 		ret = 1;
 	if (r->svg) {
-		snprintf(title, sizeof(title), "nupp-bpf: PID %d", r->pids[0]);
+		snprintf(title, sizeof(title), "nupp-bpf: PID %d", r->places[0]->pid);
 		if (flamegraph__write(&p, &r->o->render, title, r->svg))
 			errno = EIO;
 		if (!close_one(&r->svg, r->svg_name))
@@ -861,16 +879,16 @@ static int finish(struct run *r)
 		ret |= finish_trace(r);
 	if (!r->o->summary)
 		return ret;
-	for (int i = 0; i < r->npids; i++)
-		if (r->exited[i] && !r->execed[i] && !r->child && !is_followed_child(r, i) &&
-		    procmem__start_time(r->pids[i]) != r->start[i])	/* not one left out */
+	for (int i = 0; i < r->nplaces; i++)
+		if (r->places[i]->exited && !r->places[i]->execed && !r->child && !is_followed_child(r, i) &&
+		    procmem__start_time(r->places[i]->pid) != r->places[i]->start)	/* not one left out */
 			note("note: PID %d exited during the session; what it did until then is kept",
-			     r->pids[i]);
-	if (r->child && !any_attached(r) && r->npids == 1)
+			     r->places[i]->pid);
+	if (r->child && !any_attached(r) && r->nplaces == 1)
 		note("note: %s never loaded LuaJIT", r->o->argv[0]);
 	else if (r->child && !any_attached(r))
 		note("note: neither %s nor the %d processes it started loaded LuaJIT", r->o->argv[0],
-		     r->npids - 1);
+		     r->nplaces - 1);
 	if (r->out_name[0] && strcmp(r->out_name, "-"))
 		note("wrote %s", r->out_name);
 	if (r->svg_name[0])
@@ -958,8 +976,23 @@ static void cleanup(struct run *r, int ret)
 		return;			/* nothing of ours is left to free */
 	tracer__close(r->tracer);
 	sampler__close(r->sampler);
-	for (int i = 0; i < r->npids; i++)
-		zones__free(r->zones[i]);
+	for (int i = 0; i < r->nplaces; i++) {
+		zones__free(r->places[i]->zones);
+		free(r->places[i]);
+	}
+}
+
+/* Each place holds a few descriptors (its uprobes, files of /proc): a
+ * server's workers need more than the usual soft limit of 1024. */
+static void raise_fd_limit(void)
+{
+	struct rlimit more;
+
+	if (getrlimit(RLIMIT_NOFILE, &fd_limit))
+		return;
+	more = fd_limit;
+	more.rlim_cur = more.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &more);
 }
 
 int session__run(const struct session_opts *o)
@@ -973,20 +1006,20 @@ int session__run(const struct session_opts *o)
 		session__error("%s", why);
 		return 1;
 	}
-	memcpy(r.pids, o->pids, sizeof(o->pids));
-	r.npids = o->npids;
+	raise_fd_limit();
 	/* A -p target must hold LuaJIT now; a launched one maps it later. */
-	for (int i = 0; i < r.npids; i++) {
-		if (lj_target__open(&r.targets[i], r.pids[i], r.err, sizeof(r.err))) {
+	for (int i = 0; i < o->npids; i++) {
+		if (new_place(&r, o->pids[i], procmem__start_time(o->pids[i]), 0) < 0)
+			goto out;
+		if (lj_target__open(&r.places[i]->t, o->pids[i], r.err, sizeof(r.err))) {
 			session__error("%s", r.err);
-			return 1;
+			goto out;
 		}
-		r.identified[i] = true;
-		r.start[i] = procmem__start_time(r.pids[i]);
+		r.places[i]->identified = true;
 	}
 	if (sampling(&r) && !(r.sampler = sampler__open(&o->sampler, r.err, sizeof(r.err)))) {
 		session__error("%s", r.err);
-		return 1;
+		goto out;
 	}
 	if (o->argv || o->children) {
 		char path[64];

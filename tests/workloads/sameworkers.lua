@@ -1,8 +1,9 @@
 -- sameworkers.lua - a master that forks N workers running one function, as
 -- an nginx master's workers all run the same handlers: forked, they hold
 -- the same code at the same addresses, so all their stacks are alike.
---   luajit sameworkers.lua N SECONDS
--- Each worker spends SECONDS of CPU time in work(), then prints
+--   luajit sameworkers.lua N SECONDS [WAIT]
+-- Each worker sleeps WAIT seconds (default 0), so that a profiler can find
+-- them all before they work, spends SECONDS of CPU time in work(), then prints
 -- `truth PID CPU-SECONDS` (its os.clock time, all of its own CPU time since
 -- the fork but for an instant). The master prints `forked` once all run,
 -- waits for them, then prints `workers done`.
@@ -11,10 +12,11 @@ ffi.cdef[[
 int fork(void);
 int getpid(void);
 int waitpid(int pid, int *status, int options);
+int usleep(unsigned usec);
 void _exit(int status);
 ]]
 local clock = os.clock
-local n, seconds = tonumber(arg[1]), tonumber(arg[2])
+local n, seconds, wait = tonumber(arg[1]), tonumber(arg[2]), tonumber(arg[3]) or 0
 
 local function work(deadline)
   local s = 0
@@ -28,6 +30,7 @@ for i = 1, n do
   local pid = ffi.C.fork()
   assert(pid >= 0, "fork failed")
   if pid == 0 then
+    ffi.C.usleep(wait * 1e6)
     local sink = work(clock() + seconds)	-- a child's CPU time starts at 0
     io.stdout:write(("truth %d %.4f\nsink %d\n"):format(ffi.C.getpid(), clock(), sink % 2))
     io.stdout:flush()
