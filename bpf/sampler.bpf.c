@@ -46,6 +46,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);	/* userspace reads gc_epoch in place */
 	__uint(max_entries, NUPP_MAX_PLACES);
 	__type(key, __u32);			/* slot */
 	__type(value, struct nupp_proc);

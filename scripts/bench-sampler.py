@@ -14,6 +14,8 @@ Runs as root (BPF, perf events, kernel.bpf_stats_enabled). Four parts:
   latency    from starting `nupp-bpf record -p PID` to the first sample in
              its counters map
   footprint  nupp-bpf's own CPU and peak RSS at 997 Hz
+  many       the default job on a master and its workers (-p --children):
+             when all are recorded, nupp-bpf's own CPU, its exit
 
 and replaces its own section of docs/benchmarks.md (between the marker
 comments), leaving the sections of the other benchmark scripts alone.
@@ -42,6 +44,8 @@ import statistics
 import struct
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -585,6 +589,68 @@ def latency(a):
     return res
 
 
+# --- many targets ---------------------------------------------------------------
+
+MANY_WORKERS = (1, 16, 128)
+MANY_SECONDS = 6
+
+
+def live_nupp():
+    """Whether a nupp-bpf process lives (not a zombie): the child of an
+    earlier run removing its probes delays every uprobe attached meanwhile."""
+    for d in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                text = f.read()
+        except (OSError, ValueError):
+            continue
+        if text[text.index("(") + 1:text.rindex(")")] == "nupp-bpf" and \
+           text[text.rindex(")") + 2] not in "ZX":
+            return True
+    return False
+
+
+def many_one(a, n):
+    """`nupp-bpf -p MASTER --children -d MANY_SECONDS` on tests/bench/workers.lua
+    with n workers: seconds until all n + 1 are recorded, nupp-bpf's CPU share
+    from 3 s to 5.5 s, seconds from its last line to its exit."""
+    while live_nupp():
+        time.sleep(0.05)
+    tgt = subprocess.Popen([a.luajit, os.path.join(ROOT, "tests/bench/workers.lua"), str(n),
+                            str(MANY_SECONDS + 20)], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    tgt.stdout.readline()		# forked
+    lines = []
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.monotonic()
+        prof = subprocess.Popen([a.nupp, "-p", str(tgt.pid), "--children", "-d", str(MANY_SECONDS),
+                                 "-o", os.path.join(tmp, "x")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        reader = threading.Thread(target=lambda: lines.extend(
+            (time.monotonic() - t0, line) for line in prof.stderr))
+        reader.start()
+        time.sleep(max(0.0, t0 + 3 - time.monotonic()))
+        c0 = schedstat_ns(prof.pid)
+        time.sleep(max(0.0, t0 + 5.5 - time.monotonic()))
+        cpu = (schedstat_ns(prof.pid) - c0) / 1e9 / 2.5
+        prof.wait()
+        end = time.monotonic() - t0
+        reader.join()
+    os.killpg(tgt.pid, signal.SIGKILL)
+    tgt.wait()
+    rec = [t for t, line in lines if line.startswith("nupp-bpf: recording PID")]
+    if prof.returncode or len(rec) != n + 1:
+        die("nupp-bpf on %d workers: exit %d, %d recorded:\n%s"
+            % (n, prof.returncode, len(rec), "".join(l for _, l in lines)))
+    return {"n": n, "all_recorded": max(rec), "cpu_share": cpu, "exit_after_output": end - lines[-1][0]}
+
+
+def many_targets(a):
+    res = [many_one(a, n) for _ in range(a.many_reps) for n in MANY_WORKERS]
+    log("many targets: done")
+    return res
+
+
 # --- the report ------------------------------------------------------------
 
 def log(msg):
@@ -646,7 +712,7 @@ def overhead_rows(runs, bcost):
     return rows
 
 
-def write_report(a, info, runs, bcost, lat, started):
+def write_report(a, info, runs, bcost, lat, many, started):
     L = [BEGIN, "## Sampler overhead (`scripts/bench-sampler.py`)", ""]
     L.append("Produced by `make bench` → `/usr/bin/python3 scripts/bench-sampler.py --rounds %d` "
              "on %s (took %.0f s; every run's numbers in `%s`)."
@@ -750,6 +816,26 @@ def write_report(a, info, runs, bcost, lat, started):
             med([100 * r["nupp_run_cpu"] / r["nupp_run_wall"] for r in rs]),
             max(r["nupp_rss_kib"] or 0 for r in rs) / 1024))
 
+    L += ["", "### Many targets: a master and its workers", "",
+          "`tests/bench/workers.lua N %d` (N workers forked by a master, each doing ~1 ms of Lua "
+          "work every 100 ms, as a server at light load), then the default job "
+          "`nupp-bpf -p MASTER --children -d %d -o DIR/x` (both channels: two uprobes per "
+          "process). *all recorded*: from starting nupp-bpf to its last \"recording PID\" line "
+          "(start-up, attach to the master and its workers). *own CPU*: nupp-bpf's CPU time "
+          "(`/proc/PID/schedstat`) from 3 s to 5.5 s, as a share of one core. *exit after its "
+          "last line*: from its last line on stderr (the files written) to its exit; a child "
+          "of it removes the uprobes after that. Medians of %d runs, the worker counts "
+          "interleaved; each run starts once no nupp-bpf process of the run before lives."
+          % (MANY_SECONDS + 20, MANY_SECONDS, a.many_reps), "",
+          "| workers | all recorded | own CPU, % of one core | exit after its last line |",
+          "|---:|---:|---:|---:|"]
+    for n in MANY_WORKERS:
+        rs = [r for r in many if r["n"] == n]
+        L.append("| %d | %.0f ms | %.2f%% | %.0f ms |" % (
+            n, med([r["all_recorded"] for r in rs]) * 1e3,
+            med([100 * r["cpu_share"] for r in rs]),
+            med([r["exit_after_output"] for r in rs]) * 1e3))
+
     L += ["", "### Against the targets", "", "| target | measured | met |", "|---|---|---|"]
     for t in targets(runs, bcost, lat):
         L.append("| %s | %s | %s |" % t)
@@ -826,6 +912,7 @@ def main():
     p.add_argument("--bpf-rounds", type=int, default=5)
     p.add_argument("--bpf-window", type=float, default=1.5)
     p.add_argument("--latency-reps", type=int, default=5)
+    p.add_argument("--many-reps", type=int, default=3)
     p.add_argument("--nupp", default=os.path.join(ROOT, "build/nupp-bpf"))
     p.add_argument("--luajit", default="/usr/bin/luajit")
     p.add_argument("--out", default=os.path.join(ROOT, "docs/benchmarks.md"))
@@ -845,6 +932,8 @@ def main():
     p.add_argument("--concurrent", nargs="+", metavar="NUPP[@DEPTH]",
                    help="only compare the BPF run time per sample of these builds, attached "
                         "to one target at once (the first is the reference; DEPTH default 16)")
+    p.add_argument("--many-only", action="store_true",
+                   help="only measure the many-targets part and print its runs (no report)")
     p.add_argument("--floor", type=int, metavar="HZ", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.floor:
@@ -871,7 +960,12 @@ def main():
         if a.concurrent:
             bpf_concurrent(a)
             return
+        if a.many_only:
+            for r in many_targets(a):
+                print(json.dumps(r))
+            return
         lat = latency(a)
+        many = many_targets(a)
         runs, bcost = overhead_and_bpf_cost(a)
     finally:
         with open(STATS, "w") as f:
@@ -882,10 +976,10 @@ def main():
     info["elapsed"] = time.monotonic() - t0
     os.makedirs(os.path.dirname(a.raw), exist_ok=True)
     with open(a.raw, "w") as f:
-        json.dump({"machine": info, "latency": lat, "bpf_cost": bcost,
+        json.dump({"machine": info, "latency": lat, "many": many, "bpf_cost": bcost,
                    "overhead": [{"workload": w, "config": c, "runs": rs}
                                 for (w, c), rs in runs.items()]}, f, indent=1)
-    write_report(a, info, runs, bcost, lat, started)
+    write_report(a, info, runs, bcost, lat, many, started)
     for t in targets(runs, bcost, lat):
         log("%s: %s (%s)" % t)
     log("wrote %s" % os.path.relpath(a.out, ROOT))

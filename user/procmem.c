@@ -2,6 +2,8 @@
 /* procmem.c - reading another process's memory. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -28,24 +30,37 @@ struct mem_reader procmem__reader(const pid_t *pid)
 	return (struct mem_reader){ procmem_read_cb, (void *)pid };	/* only read */
 }
 
-unsigned long long procmem__start_time(pid_t pid)
+int procmem__stat(pid_t pid, struct proc_stat *st)
 {
 	char path[64], buf[1024], *p = NULL, state = 'X';
-	unsigned long long start = 0;
-	FILE *f;
+	ssize_t n = -1;
+	int fd;
 
+	memset(st, 0, sizeof(*st));
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	if (fgets(buf, sizeof(buf), f))
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n > 0) {
+		buf[n] = '\0';
 		p = strrchr(buf, ')');		/* the command name may hold anything */
-	fclose(f);
-	/* Fields 3 (state) to 22 (starttime), see proc(5). */
+	}
+	/* Fields 3 (state) to 23 (vsize), see proc(5). */
 	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-			 "%*d %*d %*d %llu", &state, &start) != 2)
-		return 0;
-	return state == 'Z' || state == 'X' ? 0 : start;
+			 "%*d %ld %*d %llu %lu", &state, &st->threads, &st->start, &st->vsize) != 4)
+		return -1;
+	if (state == 'Z' || state == 'X')
+		st->start = 0;
+	return 0;
+}
+
+unsigned long long procmem__start_time(pid_t pid)
+{
+	struct proc_stat st;
+
+	return procmem__stat(pid, &st) ? 0 : st.start;
 }
 
 bool procmem__alive(pid_t pid)

@@ -26,6 +26,16 @@ bool procmem__alive(pid_t pid);
  * another process's later, never with the same start time. */
 unsigned long long procmem__start_time(pid_t pid);
 
+/* What a session watches of a process at each poll, from /proc/PID/stat. */
+struct proc_stat {
+	unsigned long long start;	/* as procmem__start_time */
+	unsigned long vsize;		/* bytes mapped: any new mapping changes it */
+	long threads;
+};
+
+/* Process pid's, with start 0 when it is gone or a zombie; -1 when gone. */
+int procmem__stat(pid_t pid, struct proc_stat *st);
+
 /* A reader over a live process; ctx points at a pid_t that outlives it. */
 struct mem_reader procmem__reader(const pid_t *pid);
 

@@ -51,6 +51,7 @@ struct sampler {
 	int ntargets, cap;
 	struct nupp_stack_slot *table;	/* the counts table, mapped read-only */
 	size_t table_len, table_bytes;	/* slots, bytes mapped */
+	const struct nupp_proc *procs;	/* the procs map, mapped read-only: GC epochs */
 	struct ring_buffer *new_slots;	/* indexes of slots claimed since the last poll */
 	long *slot_row;			/* by slot: row in rows, -2 unsymbolized, -1 not seen */
 	__u32 *known;			/* slots seen, in the order they were */
@@ -73,6 +74,14 @@ static const char *const err_names[NUPP_ERR_MAX] = {
 const char *sampler__err_name(int err)
 {
 	return err >= 0 && err < NUPP_ERR_MAX ? err_names[err] : "?";
+}
+
+/* The procs map as mapped: its slots one after another (an mmap-able
+ * array's values are 8-byte aligned, as the struct's size is). */
+_Static_assert(sizeof(struct nupp_proc) % 8 == 0, "procs slots are 8-byte aligned");
+static size_t procs_bytes(void)
+{
+	return NUPP_MAX_PLACES * sizeof(struct nupp_proc);
 }
 
 static bool verbose_libbpf;
@@ -218,6 +227,13 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 		snprintf(err, errsz, "failed to map the sampler's counts: %s", strerror(errno));
 		goto fail;
 	}
+	s->procs = mmap(NULL, procs_bytes(), PROT_READ, MAP_SHARED,
+			bpf_map__fd(s->skel->maps.procs), 0);
+	if (s->procs == MAP_FAILED) {
+		s->procs = NULL;
+		snprintf(err, errsz, "failed to map the sampler's procs: %s", strerror(errno));
+		goto fail;
+	}
 	s->new_slots = ring_buffer__new(bpf_map__fd(s->skel->maps.new_slots), on_new_slot, s, NULL);
 	if (!s->new_slots) {
 		snprintf(err, errsz, "failed to open the sampler's ring buffer: %s", strerror(errno));
@@ -263,6 +279,8 @@ void sampler__close(struct sampler *s)
 	ring_buffer__free(s->new_slots);
 	if (s->table)
 		munmap(s->table, s->table_bytes);
+	if (s->procs)
+		munmap((void *)s->procs, procs_bytes());
 	keymap__free(&s->seen);
 	profile__free(&s->rows);
 	free(s->frames);
@@ -583,19 +601,17 @@ static void retry_walk_caches(struct sampler *s, struct target *tg)
  * can still read the new code; polling often keeps that window short. */
 static void forget_freed_code(struct sampler *s, struct target *tg)
 {
-	__u32 slot = tg->slot;
-	struct nupp_proc now;
 	double t = monotonic_s();
+	__u64 epoch;
 
 	if (!tg->proc.gc_epoch && tg->caches_backoff && t >= tg->caches_retry_at)
 		retry_walk_caches(s, tg);
-	if (!tg->proc.gc_epoch ||
-	    bpf_map__lookup_elem(s->skel->maps.procs, &slot, sizeof(slot), &now, sizeof(now), 0) ||
-	    now.gc_epoch == tg->seen_epoch) {
+	epoch = __atomic_load_n(&s->procs[tg->slot].gc_epoch, __ATOMIC_RELAXED);
+	if (!tg->proc.gc_epoch || epoch == tg->seen_epoch) {
 		tg->seen_at = t;
 		return;
 	}
-	if ((now.gc_epoch - tg->seen_epoch) > GC_CYCLES_MAX_PER_S * (t - tg->seen_at) + 10) {
+	if ((epoch - tg->seen_epoch) > GC_CYCLES_MAX_PER_S * (t - tg->seen_at) + 10) {
 		/* Epoch 0 first: no walk trusts the caches once the probe goes. */
 		tg->proc.gc_epoch = 0;
 		configure(s, tg);
@@ -608,7 +624,7 @@ static void forget_freed_code(struct sampler *s, struct target *tg)
 			fprintf(stderr, "sampler: pid %d runs GC cycles too often; no walk caches "
 				"for %.0f s\n", tg->pid, tg->caches_backoff);
 	}
-	tg->seen_epoch = now.gc_epoch;
+	tg->seen_epoch = epoch;
 	tg->seen_at = t;
 	symbolizer__flush(tg->sym);
 }

@@ -94,6 +94,7 @@ struct place {
 					 * (followed on in a later place, if one
 					 * was free) */
 	bool reborn;			/* such a later place */
+	unsigned long zones_vsize;	/* its size when zones were last looked for */
 };
 
 struct run {
@@ -455,8 +456,15 @@ static void trace_target(struct run *r, int i)
  * this one) or has exited (a zombie its parent has not reaped yet). */
 static void follow(struct run *r, pid_t pid, pid_t parent)
 {
-	unsigned long long start = procmem__start_time(pid);
+	unsigned long long start;
 
+	/* Alive at its own check of this poll or the last: a pid is not
+	 * another process's while its process lives. One that exited since
+	 * is seen at its check, and a newcomer with its pid at the next poll. */
+	for (int k = 0; k < r->nplaces; k++)
+		if (r->places[k]->pid == pid && !r->places[k]->exited)
+			return;
+	start = procmem__start_time(pid);
 	if (!start)
 		return;
 	for (int k = 0; k < r->nplaces; k++)
@@ -487,7 +495,10 @@ static bool exec_seen(struct run *r, int i)
 	if (!r->places[i]->attached)
 		return false;
 	s = r->sampler && sampler__target_execed(r->sampler, r->places[i]->pid);
-	t = r->tracer && tracer__target_execed(r->tracer, r->places[i]->pid);
+	/* Both channels' programs ran in the exec: when sampling, the
+	 * sampler's answer (a load from its .bss) spares the tracer's map
+	 * lookup. */
+	t = r->tracer && (s || !r->sampler) && tracer__target_execed(r->tracer, r->places[i]->pid);
 	return s || t;
 }
 
@@ -506,45 +517,40 @@ static void follow_exec(struct run *r, int i)
 		r->places[j]->reborn = true;
 }
 
-/* Follow the children of every thread of process pid. */
-static void follow_children_of(struct run *r, pid_t pid)
+/* Follow the children that thread tid of process pid started. */
+static void follow_children_of_task(struct run *r, pid_t pid, const char *tid)
 {
 	char path[300];
+	FILE *f;
+	int child;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%.32s/children", pid, tid);
+	f = fopen(path, "re");
+	while (f && fscanf(f, "%d", &child) == 1)
+		follow(r, child, pid);
+	if (f)
+		fclose(f);
+}
+
+/* Follow the children of every thread of process pid (threads of them). */
+static void follow_children_of(struct run *r, pid_t pid, long threads)
+{
+	char path[64];
 	struct dirent *d;
 	DIR *tasks;
 
+	if (threads == 1) {		/* a worker, usually: no directory to list */
+		snprintf(path, sizeof(path), "%d", pid);
+		follow_children_of_task(r, pid, path);
+		return;
+	}
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
 	tasks = opendir(path);
-	while (tasks && (d = readdir(tasks))) {
-		FILE *f;
-		int child;
-
-		if (d->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%.32s/children", pid, d->d_name);
-		f = fopen(path, "re");
-		while (f && fscanf(f, "%d", &child) == 1)
-			follow(r, child, pid);
-		if (f)
-			fclose(f);
-	}
+	while (tasks && (d = readdir(tasks)))
+		if (d->d_name[0] != '.')
+			follow_children_of_task(r, pid, d->d_name);
 	if (tasks)
 		closedir(tasks);
-}
-
-/* The processes the launched command starts are followed, as perf record
- * follows them, and with --children those of the -p processes: a wrapper
- * script runs its Lua in a child, a server (an OpenResty master) in the
- * workers it forks. Each new child of a followed process becomes a target,
- * profiled once it holds LuaJIT. A child that lives less than a poll (10 ms
- * while nothing is profiled, else 100 ms) can be missed. */
-static void adopt_children(struct run *r)
-{
-	if (!r->follow_children)
-		return;
-	for (int i = 0, n = r->nplaces; i < n; i++)
-		if (!r->places[i]->exited)
-			follow_children_of(r, r->places[i]->pid);
 }
 
 /* Hand a zone module found in target i to both channels. */
@@ -615,19 +621,27 @@ static void say_recording(const struct run *r, int i)
 }
 
 /* Mark exited targets, attach late ones; how many still run (a launched
- * command: whether it does), -1 on error. */
+ * command: whether it does), -1 on error. The processes the launched
+ * command starts are followed, as perf record follows them, and with
+ * --children those of the -p processes: a wrapper script runs its Lua in a
+ * child, a server (an OpenResty master) in the workers it forks. Each new
+ * child of a followed process takes a place, and is profiled once it holds
+ * LuaJIT. A child that lives less than a poll (10 ms while nothing is
+ * profiled, else 100 ms) can be missed. */
 static int check_targets(struct run *r, unsigned tick)
 {
 	int alive = 0;
 
 	check_child(r, false);
-	adopt_children(r);
 	for (int i = 0; i < r->nplaces; i++) {
-		if (r->places[i]->exited)
+		struct place *pl = r->places[i];
+		struct proc_stat st;
+
+		if (pl->exited)
 			continue;
 		/* Gone, a zombie, or its pid another process's now. */
-		if (procmem__start_time(r->places[i]->pid) != r->places[i]->start ||
-		    (r->child == r->places[i]->pid && r->child_reaped)) {
+		if (procmem__stat(pl->pid, &st) || st.start != pl->start ||
+		    (r->child == pl->pid && r->child_reaped)) {
 			retire(r, i);
 			continue;
 		}
@@ -635,7 +649,9 @@ static int check_targets(struct run *r, unsigned tick)
 			follow_exec(r, i);
 			continue;
 		}
-		if (!r->places[i]->attached) {
+		if (r->follow_children)
+			follow_children_of(r, pl->pid, st.threads);
+		if (!pl->attached) {
 			int a = attach_target(r, i, false);
 
 			if (a < 0)
@@ -646,14 +662,16 @@ static int check_targets(struct run *r, unsigned tick)
 				say_recording(r, i);
 		}
 		/* A zone module loaded since: until its gate opens, its zones
-		 * are not recorded, so look at every poll (only new files are
-		 * read). */
-		if (r->places[i]->attached)
+		 * are not recorded. Looked for when the process mapped
+		 * something (its size changed; only new files are read). */
+		if (pl->attached && st.vsize != pl->zones_vsize) {
+			pl->zones_vsize = st.vsize;
 			refresh_zones(r, i);
-		if (r->places[i]->attached)
+		}
+		if (pl->attached)
 			scan_vms(r, i, tick);
 		/* A child that never loads LuaJIT does not keep a -p session on. */
-		alive += !is_followed_child(r, i) || r->places[i]->attached;
+		alive += !is_followed_child(r, i) || pl->attached;
 	}
 	/* The launched command runs until it is reaped (check_child, above),
 	 * whatever programs it executed and whether any was profiled. */
