@@ -651,6 +651,27 @@ def many_targets(a):
     return res
 
 
+def many_compare(a):
+    """--many-only: the many-targets runs of --nupp and the --compare builds,
+    interleaved; medians per build and worker count, ratios to --nupp's."""
+    builds = [a.nupp] + (a.compare or [])
+    counts = [int(x) for x in a.many_workers.split(",")] if a.many_workers else MANY_WORKERS
+    res = {}
+    for _ in range(a.many_reps):
+        for n in counts:
+            for b in builds:
+                res.setdefault((b, n), []).append(many_one(argparse.Namespace(**{**vars(a), "nupp": b}), n))
+    for n in counts:
+        base = None
+        for b in builds:
+            rs = res[(b, n)]
+            row = [med([r[k] for r in rs]) for k in ("all_recorded", "cpu_share", "exit_after_output")]
+            base = base or row
+            print("%3d workers  %-40s all recorded %6.0f ms  own CPU %5.2f%% (%.2f)  exit after "
+                  "its last line %6.0f ms" % (n, b, row[0] * 1e3, row[1] * 100, row[1] / base[1],
+                                              row[2] * 1e3))
+
+
 # --- the report ------------------------------------------------------------
 
 def log(msg):
@@ -921,8 +942,9 @@ def main():
     p.add_argument("--bpf-only", action="store_true",
                    help="only measure the BPF run time per sample and print it (no report)")
     p.add_argument("--compare", nargs="+", metavar="NUPP",
-                   help="with --bpf-only: also measure these other nupp-bpf builds, runs "
-                        "interleaved with --nupp's, and print the ratios of the medians to it")
+                   help="with --bpf-only or --many-only: also measure these other nupp-bpf "
+                        "builds, runs interleaved with --nupp's, and print the ratios of the "
+                        "medians to it")
     p.add_argument("--configs", default="", metavar="TEXT",
                    help="with --bpf-only: only the configurations whose name contains TEXT")
     p.add_argument("--per-tick", action="store_true",
@@ -933,7 +955,9 @@ def main():
                    help="only compare the BPF run time per sample of these builds, attached "
                         "to one target at once (the first is the reference; DEPTH default 16)")
     p.add_argument("--many-only", action="store_true",
-                   help="only measure the many-targets part and print its runs (no report)")
+                   help="only measure the many-targets part and print it (no report); with "
+                        "--compare, of each build in turn")
+    p.add_argument("--many-workers", metavar="N,N", help="with --many-only: these worker counts")
     p.add_argument("--floor", type=int, metavar="HZ", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.floor:
@@ -961,8 +985,7 @@ def main():
             bpf_concurrent(a)
             return
         if a.many_only:
-            for r in many_targets(a):
-                print(json.dumps(r))
+            many_compare(a)
             return
         lat = latency(a)
         many = many_targets(a)
