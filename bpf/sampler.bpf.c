@@ -482,9 +482,13 @@ SEC("uprobe")
 int on_gc_cycle(struct pt_regs *ctx)
 {
 	struct nupp_proc *p = proc_of(bpf_get_current_pid_tgid() >> 32);
+	__u64 epoch = p ? p->gc_epoch : 0;
 
-	if (p && p->gc_epoch)
-		__sync_fetch_and_add(&p->gc_epoch, 1);
+	/* Not from 0: userspace sets 0 to turn the caches off, and may do so
+	 * between the load and the swap. A swap lost to another VM's GC
+	 * cycle in the same process moved the epoch all the same. */
+	if (epoch)
+		__sync_val_compare_and_swap(&p->gc_epoch, epoch, epoch + 1);
 	return 0;
 }
 

@@ -614,7 +614,8 @@ def many_one(a, n):
     """`nupp-bpf -p MASTER --children -d MANY_SECONDS` on tests/bench/workers.lua
     with n workers: seconds until all n + 1 are recorded, nupp-bpf's CPU share
     from 3 s to 5.5 s, seconds from its last line to its exit."""
-    while live_nupp():
+    deadline = time.monotonic() + 60
+    while live_nupp() and time.monotonic() < deadline:
         time.sleep(0.05)
     tgt = subprocess.Popen([a.luajit, os.path.join(ROOT, "tests/bench/workers.lua"), str(n),
                             str(MANY_SECONDS + 20)], stdout=subprocess.PIPE,

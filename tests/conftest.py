@@ -53,7 +53,7 @@ def nupp_processes():
     pids = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            text = stat.read_text()
+            text = stat.read_bytes().decode(errors="replace")
         except OSError:
             continue
         comm, state = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2]
@@ -62,16 +62,21 @@ def nupp_processes():
     return pids
 
 
-@pytest.fixture(autouse=True)
-def earlier_probes_removed():
+def wait_for_teardowns():
     """nupp-bpf hands its uprobes to a child that removes them after it has
     exited, ~0.1 s each. Attaching a uprobe meanwhile waits for the removal
     under way (measured: ~0.1 s per attach behind a teardown of 13 probes),
-    so a test started then would find its processes attached late: each
-    test waits until no nupp-bpf runs (at most 30 s)."""
+    so a session started then would find its processes attached late: each
+    test, and each nupp-bpf a test starts, waits until no nupp-bpf runs (at
+    most 30 s)."""
     deadline = time.monotonic() + 30
     while nupp_processes() and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+@pytest.fixture(autouse=True)
+def earlier_probes_removed():
+    wait_for_teardowns()
 
 
 def _privilege_problem():
@@ -298,6 +303,7 @@ class Nupp:
         argv = [str(NUPP), *map(str, args)]
         if out is not None:
             argv[2:2] = ["-o", str(out)]	# after the command word
+        wait_for_teardowns()
         t0 = steal_ticks()
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
                            errors="replace", **kw)
@@ -317,6 +323,7 @@ class Nupp:
         out = self._out()
         argv = [str(NUPP), *map(str, args)]
         argv[2:2] = ["-o", str(out)]
+        wait_for_teardowns()
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              errors="replace")
         return p, out

@@ -6,10 +6,12 @@ samples carry the zone path open in the target, and when nupp-bpf is killed
 with SIGKILL the kernel drops the semaphore again: the zone cost measured in
 the script returns to the gated-off figure.
 """
+import json
 import os
 import re
 import signal
 import subprocess
+import time
 
 from conftest import BUILD, NUPP, ROOT, parse_collapsed
 
@@ -95,3 +97,55 @@ def test_sigkill_closes_the_gate(privileged, tmp_path):
         assert back < (off + on) / 2, (off, on, back, s.windows)
     finally:
         s.close()
+
+
+def sampler_gc_epoch():
+    """The GC epoch in slot 0 of the newest sampler's procs map (the array
+    one; the trace collector's is a hash), 0 for none: struct nupp_proc
+    (bpf/sampler.h) holds it at bytes 8-15."""
+    maps = json.loads(subprocess.run(["bpftool", "--json", "map", "show"], check=True,
+                                     capture_output=True, text=True).stdout)
+    ids = [m["id"] for m in maps if m.get("name") == "procs" and m["type"] == "array"]
+    if not ids:
+        return 0
+    got = subprocess.run(["bpftool", "--json", "map", "lookup", "id", str(max(ids)),
+                          "key", "0", "0", "0", "0"], capture_output=True, text=True)
+    if got.returncode:
+        return 0
+    value = bytes(int(b, 16) for b in json.loads(got.stdout)["value"])
+    return int.from_bytes(value[8:16], "little")
+
+
+def test_gc_epoch_only_moves_on(privileged, tmp_path):
+    """gclatezone.lua runs ~60 GC cycles a second and loads the zone module
+    after 1.5 s of CPU; `nupp-bpf record -p PID --zones -d 3` attaches at
+    0.3 s. The target's GC epoch in the sampler's procs map, read every
+    50 ms, only ever moves on (by at least 60 cycles over the session), and
+    samples carry the zone. Handing the zone module to the sampler used to
+    rewrite the target's whole entry, GC epoch included, with the epoch of
+    the attach, some 50 cycles back: the walk caches then took entries made
+    since (possibly of code freed since) for valid again."""
+    out = tmp_path / "z.collapsed"
+    target = subprocess.Popen(["/usr/bin/luajit", str(ROOT / "tests/workloads/gclatezone.lua"),
+                               "4", "1.5"], stdout=subprocess.PIPE, text=True, env=LUA_ENV)
+    try:
+        time.sleep(0.3)
+        nupp = subprocess.Popen([str(NUPP), "record", "-p", str(target.pid), "-F", "997", "-d",
+                                 "3", "--zones", "-o", str(out)], stderr=subprocess.PIPE, text=True)
+        epochs = []
+        while nupp.poll() is None:
+            e = sampler_gc_epoch()
+            if e and (not epochs or e != epochs[-1]):
+                epochs.append(e)
+            time.sleep(0.05)
+        err = nupp.stderr.read()
+        assert nupp.returncode == 0, err
+        assert target.stdout.readline() == "zone loaded\n"
+    finally:
+        target.kill()
+        target.wait()
+    steps = [(b - a) % 2**64 for a, b in zip(epochs, epochs[1:])]
+    assert all(s < 2**63 for s in steps), f"the GC epoch went back: {epochs}"
+    assert sum(steps) >= 60, f"too few GC cycles seen: {epochs}"
+    rows = parse_collapsed(out.read_text())
+    assert any(stack.startswith("[zone late];") for stack, _ in rows), rows

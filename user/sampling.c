@@ -51,7 +51,7 @@ struct sampler {
 	int ntargets, cap;
 	struct nupp_stack_slot *table;	/* the counts table, mapped read-only */
 	size_t table_len, table_bytes;	/* slots, bytes mapped */
-	const struct nupp_proc *procs;	/* the procs map, mapped read-only: GC epochs */
+	struct nupp_proc *procs;	/* the procs map, mapped: live slots' fields */
 	struct ring_buffer *new_slots;	/* indexes of slots claimed since the last poll */
 	long *slot_row;			/* by slot: row in rows, -2 unsymbolized, -1 not seen */
 	__u32 *known;			/* slots seen, in the order they were */
@@ -227,7 +227,7 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 		snprintf(err, errsz, "failed to map the sampler's counts: %s", strerror(errno));
 		goto fail;
 	}
-	s->procs = mmap(NULL, procs_bytes(), PROT_READ, MAP_SHARED,
+	s->procs = mmap(NULL, procs_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED,
 			bpf_map__fd(s->skel->maps.procs), 0);
 	if (s->procs == MAP_FAILED) {
 		s->procs = NULL;
@@ -280,7 +280,7 @@ void sampler__close(struct sampler *s)
 	if (s->table)
 		munmap(s->table, s->table_bytes);
 	if (s->procs)
-		munmap((void *)s->procs, procs_bytes());
+		munmap(s->procs, procs_bytes());
 	keymap__free(&s->seen);
 	profile__free(&s->rows);
 	free(s->frames);
@@ -298,12 +298,21 @@ static struct target *target_of(struct sampler *s, __u32 pid)
 	return NULL;
 }
 
-/* Write a target's entry of the procs map. */
+/* Write a target's entry of the procs map, before it is listed. */
 static int configure(struct sampler *s, struct target *tg)
 {
 	return bpf_map__update_elem(s->skel->maps.procs, &tg->slot, sizeof(tg->slot), &tg->proc,
 				    sizeof(tg->proc), BPF_ANY);
 }
+
+/* Set one field of a listed target's entry, in place: rewriting the entry
+ * would also set back its GC epoch, which the kernel bumps meanwhile
+ * (the caches would take entries of freed code for valid again). */
+#define SET_LIVE(s, tg, field, v) do {						\
+	(tg)->proc.field = (v);							\
+	__atomic_store_n(&(s)->procs[(tg)->slot].field, (tg)->proc.field,	\
+			 __ATOMIC_RELEASE);					\
+} while (0)
 
 /* List a configured target for the sampler: once, so that a slot the
  * kernel tombstoned at an exec (on_exec) is never brought back. */
@@ -448,8 +457,8 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err,
 	 * Attaching a uprobe can take a while (it waits for any uprobe being
 	 * removed, ~0.1 s each), and sampling need not wait for it. */
 	enable_walk_caches(s, tg);
-	if (tg->gc_probe && configure(s, tg))
-		disable_walk_caches(tg);
+	if (tg->gc_probe)
+		SET_LIVE(s, tg, gc_epoch, tg->proc.gc_epoch);
 	return 0;
 }
 
@@ -459,8 +468,8 @@ int sampler__refresh_target(struct sampler *s, const struct lj_target *t)
 
 	if (!tg)
 		return -ESRCH;
-	tg->proc.g = t->ngs == 1 ? t->gs[0] : 0;
-	return configure(s, tg) ? -errno : 0;
+	SET_LIVE(s, tg, g, t->ngs == 1 ? t->gs[0] : 0);
+	return 0;
 }
 
 void sampler__target_gone(struct sampler *s, pid_t pid)
@@ -498,13 +507,22 @@ int sampler__set_zones(struct sampler *s, pid_t pid, struct zones *z)
 	if (!tg)
 		return -ESRCH;
 	tg->zones = z;
-	tg->proc.zone_cur = zones__current_addr(z);
-	return configure(s, tg) ? -errno : 0;
+	SET_LIVE(s, tg, zone_cur, zones__current_addr(z));
+	return 0;
 }
 
 void sampler__pause(struct sampler *s, bool paused)
 {
 	s->skel->bss->paused = paused;
+}
+
+void sampler__stop(struct sampler *s)
+{
+	for (int i = 0; i < s->nlinks; i++)
+		bpf_link__destroy(s->links[i]);
+	s->nlinks = 0;
+	bpf_link__destroy(s->exec_link);
+	s->exec_link = NULL;
 }
 
 
@@ -586,11 +604,11 @@ static void retry_walk_caches(struct sampler *s, struct target *tg)
 	 * of before matches and every entry at the new one was found in use
 	 * after any atomic phase the probe missed (bpf/lj_walk.h). */
 	enable_walk_caches(s, tg);
-	if (!tg->gc_probe || configure(s, tg)) {
-		disable_walk_caches(tg);
+	if (!tg->gc_probe) {
 		tg->caches_backoff = 0;		/* the probe will not attach: stop trying */
 		return;
 	}
+	SET_LIVE(s, tg, gc_epoch, tg->proc.gc_epoch);
 	if (getenv("NUPP_VERBOSE"))
 		fprintf(stderr, "sampler: pid %d walk caches on again\n", tg->pid);
 }
@@ -613,8 +631,7 @@ static void forget_freed_code(struct sampler *s, struct target *tg)
 	}
 	if ((epoch - tg->seen_epoch) > GC_CYCLES_MAX_PER_S * (t - tg->seen_at) + 10) {
 		/* Epoch 0 first: no walk trusts the caches once the probe goes. */
-		tg->proc.gc_epoch = 0;
-		configure(s, tg);
+		SET_LIVE(s, tg, gc_epoch, 0);
 		disable_walk_caches(tg);
 		tg->caches_backoff = tg->caches_backoff ? tg->caches_backoff * 2 : CACHES_RETRY_S;
 		if (tg->caches_backoff > CACHES_RETRY_MAX_S)

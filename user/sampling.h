@@ -71,6 +71,10 @@ int sampler__set_zones(struct sampler *s, pid_t pid, struct zones *z);
 /* Suspend or resume recording; the timer keeps firing. */
 void sampler__pause(struct sampler *s, bool paused);
 
+/* Stop sampling for good: the timers and the exec program are detached
+ * (the GC probes stay until sampler__close). */
+void sampler__stop(struct sampler *s);
+
 /* Symbolize the stacks seen since the last poll, while their memory exists. */
 int sampler__poll(struct sampler *s);
 

@@ -937,25 +937,48 @@ static void remove_outputs(struct run *r)
 			unlink(names[i]);
 }
 
+/* In the child that holds the probes: close every descriptor but the
+ * kernel objects behind them (BPF links, programs, maps, perf events: all
+ * anonymous inodes) and keep, so that no terminal, pipe, lock or file of
+ * the caller's stays open for the seconds it takes. */
+static void keep_only_kernel_objects(int keep)
+{
+	char path[64], target[32];
+	struct dirent *e;
+	DIR *d = opendir("/proc/self/fd");
+
+	while (d && (e = readdir(d))) {
+		int fd = atoi(e->d_name);
+		ssize_t n;
+
+		if (e->d_name[0] == '.' || fd == dirfd(d) || fd == keep)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		n = readlink(path, target, sizeof(target) - 1);
+		if (n < 0 || (target[n] = '\0', strncmp(target, "anon_inode:", 11)))
+			close(fd);
+	}
+	if (d)
+		closedir(d);
+}
+
 /* Removing a uprobe waits for RCU grace periods in the kernel, ~0.1 s each
  * and one after another: two per target, seconds for a server's workers.
- * Once everything is written, a child process takes the probes over and
- * removes them, so that the command returns at once. The programs record
- * nothing more (paused); the child holds no terminal or pipe of ours. True
- * in the parent once the child has them: its own references are dropped,
- * so that the child's are the last ones, whose release waits. */
+ * Once everything is written, the sampler's timers are stopped and a child
+ * process takes the probes over: it leaves the caller's session, keeps
+ * nothing else of ours, waits until the parent has let go of everything,
+ * and exits. Its exit releases the last references, which is where the
+ * kernel waits; the command returns at once. True in the parent. */
 static bool detach_in_background(struct run *r)
 {
-	int go[2], null;
+	int go[2];
 	pid_t pid;
 	char c;
 
 	if ((!r->sampler && !r->tracer) || pipe2(go, O_CLOEXEC))
 		return false;
 	if (r->sampler)
-		sampler__pause(r->sampler, true);
-	if (r->tracer)
-		tracer__pause(r->tracer, true);
+		sampler__stop(r->sampler);
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0) {
@@ -964,15 +987,12 @@ static bool detach_in_background(struct run *r)
 		return false;
 	}
 	if (pid == 0) {
-		close(go[1]);
-		null = open("/dev/null", O_RDWR);
-		for (int fd = 0; fd < 3; fd++)
-			dup2(null, fd);
-		signal(SIGINT, SIG_IGN);
+		setsid();
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		keep_only_kernel_objects(go[0]);
 		while (read(go[0], &c, 1) < 0 && errno == EINTR)
 			;			/* EOF: the parent let go of everything */
-		tracer__close(r->tracer);
-		sampler__close(r->sampler);
 		_exit(0);
 	}
 	close_range(3, ~0U, 0);

@@ -36,7 +36,9 @@ struct session_opts {
 /* One line "nupp-bpf: error: MESSAGE" on stderr: how every error is told. */
 void session__error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Run a session; returns the process exit status. */
+/* Run a session; returns the process exit status. When it has attached
+ * probes, it hands them to a child process at the end and closes every
+ * descriptor above 2 (see detach_in_background): call it last. */
 int session__run(const struct session_opts *o);
 
 #endif /* NUPP_SESSION_H */
