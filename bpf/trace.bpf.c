@@ -35,6 +35,8 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
+volatile __u32 paused;	/* set by userspace: nothing is read or reported */
+
 #define NUPP_COUNTERS NUPP_TRC_MAX	/* enum nupp_trace_counter */
 #include "counters.h"
 
@@ -169,7 +171,7 @@ int BPF_KPROBE(trace_abort_site)
 	__u16 traceno;
 
 	p = bpf_map_lookup_elem(&procs, &pid);
-	if (!p)
+	if (!p || paused)
 		return 0;
 	lj = &p->lj;
 	count(NUPP_TRC_HITS);

@@ -964,8 +964,9 @@ static void keep_only_kernel_objects(int keep)
 
 /* Removing a uprobe waits for RCU grace periods in the kernel, ~0.1 s each
  * and one after another: two per target, seconds for a server's workers.
- * Once everything is written, the sampler's timers are stopped and a child
- * process takes the probes over: it leaves the caller's session, keeps
+ * Once everything is written, the sampler's timers are stopped, the trace
+ * collector's probe reports nothing more, and a child process takes the
+ * probes over: it leaves the caller's session, keeps
  * nothing else of ours, waits until the parent has let go of everything,
  * and exits. Its exit releases the last references, which is where the
  * kernel waits; the command returns at once. True in the parent. */
@@ -979,6 +980,8 @@ static bool detach_in_background(struct run *r)
 		return false;
 	if (r->sampler)
 		sampler__stop(r->sampler);
+	if (r->tracer)
+		tracer__pause(r->tracer, true);
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0) {

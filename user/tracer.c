@@ -837,7 +837,8 @@ int tracer__poll(struct tracer *tr, int timeout_ms)
 
 void tracer__pause(struct tracer *tr, bool paused)
 {
-	tr->paused = paused;
+	tr->paused = paused;		/* events queued before are dropped too */
+	tr->skel->bss->paused = paused;
 }
 
 static int severity_rank(const char *s)
