@@ -192,8 +192,8 @@ static bool children_listed(char *path, size_t size)
 	return !access(path, R_OK);
 }
 
-static int attach_target(struct run *r, int i, bool final);
-static void trace_target(struct run *r, int i);
+static int attach_target(struct run *r, struct place *pl, bool final);
+static void trace_target(struct run *r, struct place *pl);
 
 /* The program's entry point (AT_ENTRY), 0 when unknown. */
 static __u64 entry_point(pid_t pid)
@@ -267,11 +267,11 @@ static void release(struct run *r)
 		r->child_reaped = true;
 		return;
 	}
-	a = attach_target(r, 0, false);
+	a = attach_target(r, r->places[0], false);
 	if (!a && run_to_entry(r))
-		a = attach_target(r, 0, false);
+		a = attach_target(r, r->places[0], false);
 	if (a > 0)
-		trace_target(r, 0);
+		trace_target(r, r->places[0]);
 	r->unsupported = a < 0;		/* said so; the command runs on unprofiled */
 	if (!r->child_reaped)
 		ptrace(PTRACE_DETACH, r->child, NULL, NULL);
@@ -342,67 +342,67 @@ static bool close_one(FILE **f, const char *name)
 }
 
 /* A process followed as the child of another. */
-static bool is_followed_child(const struct run *r, int i)
+static bool is_followed_child(const struct place *pl)
 {
-	return r->places[i]->parent != 0;
+	return pl->parent != 0;
 }
 
 /* A process found during the session: a followed child, or one that
  * executed another program. What fails for it is said in a note, and the
  * session goes on without it. */
-static bool found_later(const struct run *r, int i)
+static bool found_later(const struct place *pl)
 {
-	return is_followed_child(r, i) || r->places[i]->reborn;
+	return is_followed_child(pl) || pl->reborn;
 }
 
-/* Identify LuaJIT in target i and start sampling it. 1 attached, 0 not yet
- * (a launched process may map LuaJIT later), -1 error. A process waiting for
+/* Identify LuaJIT in pl's process and start sampling it. 1 attached, 0 not
+ * yet (a launched process may map LuaJIT later), -1 error. A process waiting for
  * LuaJIT is identified again only when its code mappings changed; one found
  * later, once they have stood still for a poll: between its fork and its
  * exec (a LuaJIT process running os.execute or io.popen), a child is a copy
  * of its parent that is about to become another program, and right after
  * an exec the dynamic loader is still mapping the new one. */
-static int attach_target(struct run *r, int i, bool final)
+static int attach_target(struct run *r, struct place *pl, bool final)
 {
-	struct lj_target *t = &r->places[i]->t;
-	__u64 code = r->places[i]->identified || final ? 0 : lj_target__code_digest(r->places[i]->pid);
+	struct lj_target *t = &pl->t;
+	__u64 code = pl->identified || final ? 0 : lj_target__code_digest(pl->pid);
 	int ret = 0;
 
 	if (code) {
-		if (code != r->places[i]->code_seen) {
-			r->places[i]->code_seen = code;
-			r->places[i]->code_tried = false;
-			if (found_later(r, i))
+		if (code != pl->code_seen) {
+			pl->code_seen = code;
+			pl->code_tried = false;
+			if (found_later(pl))
 				return 0;
 		}
-		if (r->places[i]->code_tried)
+		if (pl->code_tried)
 			return 0;
-		r->places[i]->code_tried = true;
+		pl->code_tried = true;
 	}
-	if (!r->places[i]->identified)
-		ret = lj_target__open(t, r->places[i]->pid, r->err, sizeof(r->err));
+	if (!pl->identified)
+		ret = lj_target__open(t, pl->pid, r->err, sizeof(r->err));
 	if (ret) {
 		if (!final && ret != LJ_TARGET_UNSUPPORTED)
 			return 0;
 		goto fail;
 	}
-	r->places[i]->identified = true;
+	pl->identified = true;
 	if (r->sampler && sampler__add_target(r->sampler, t, r->err, sizeof(r->err)))
 		goto fail;
-	r->places[i]->zones = zones__new(t->pid);
-	r->places[i]->attached = true;
+	pl->zones = zones__new(t->pid);
+	pl->attached = true;
 	return 1;
 fail:
-	if (!found_later(r, i)) {
+	if (!found_later(pl)) {
 		session__error("%s", r->err);
 		return -1;
 	}
-	if (r->places[i]->reborn)
-		note("note: PID %d is not profiled after its exec: %s", r->places[i]->pid, r->err);
+	if (pl->reborn)
+		note("note: PID %d is not profiled after its exec: %s", pl->pid, r->err);
 	else
-		note("note: PID %d, a child of PID %d, is not profiled: %s", r->places[i]->pid,
-		     r->places[i]->parent, r->err);
-	r->places[i]->exited = true;
+		note("note: PID %d, a child of PID %d, is not profiled: %s", pl->pid,
+		     pl->parent, r->err);
+	pl->exited = true;
 	return 0;
 }
 
@@ -434,19 +434,19 @@ static void open_tracer(struct run *r)
 		tracer_failed(r);
 }
 
-/* Attach the trace collector to process i, found after the -p ones or
+/* Attach the trace collector to pl's process, found after the -p ones or
  * launched, opening it with the first that loads LuaJIT. If that one fails,
  * as open_tracer(); a later one is left out with a note. */
-static void trace_target(struct run *r, int i)
+static void trace_target(struct run *r, struct place *pl)
 {
 	if (!tracing(r) || r->trace_failed)
 		return;
 	if (r->tracer) {
-		if (tracer__add_target(r->tracer, &r->places[i]->t, r->err, sizeof(r->err)))
-			note("note: trace aborts of PID %d are not collected: %s", r->places[i]->pid, r->err);
+		if (tracer__add_target(r->tracer, &pl->t, r->err, sizeof(r->err)))
+			note("note: trace aborts of PID %d are not collected: %s", pl->pid, r->err);
 		return;
 	}
-	r->tracer = tracer__open(&r->places[i]->t, 1, r->o->include_benign, r->err, sizeof(r->err));
+	r->tracer = tracer__open(&pl->t, 1, r->o->include_benign, r->err, sizeof(r->err));
 	if (!r->tracer)
 		tracer_failed(r);
 }
@@ -473,46 +473,46 @@ static void follow(struct run *r, pid_t pid, pid_t parent)
 	new_place(r, pid, start, parent);
 }
 
-/* Target i is gone: both channels stop taking its pid for it, and keep what
- * it did. */
-static void retire(struct run *r, int i)
+/* pl's process is gone: both channels stop taking its pid for it, and
+ * keep what it did. */
+static void retire(struct run *r, struct place *pl)
 {
-	r->places[i]->exited = true;
-	if (r->sampler && r->places[i]->attached)
-		sampler__target_gone(r->sampler, r->places[i]->pid);
-	if (r->tracer && r->places[i]->attached)
-		tracer__target_gone(r->tracer, r->places[i]->pid);
+	pl->exited = true;
+	if (r->sampler && pl->attached)
+		sampler__target_gone(r->sampler, pl->pid);
+	if (r->tracer && pl->attached)
+		tracer__target_gone(r->tracer, pl->pid);
 }
 
-/* Did attached target i execute another program? Each channel stopped
+/* Did pl's attached process execute another program? Each channel stopped
  * taking it for the process it was at the exec itself (on_exec in the BPF
  * programs). Both are asked: each marks its target gone when it reports
  * the exec. */
-static bool exec_seen(struct run *r, int i)
+static bool exec_seen(struct run *r, struct place *pl)
 {
 	bool s, t;
 
-	if (!r->places[i]->attached)
+	if (!pl->attached)
 		return false;
-	s = r->sampler && sampler__target_execed(r->sampler, r->places[i]->pid);
+	s = r->sampler && sampler__target_execed(r->sampler, pl->pid);
 	/* Both channels' programs ran in the exec: when sampling, the
 	 * sampler's answer (a load from its .bss) spares the tracer's map
 	 * lookup. */
-	t = r->tracer && (s || !r->sampler) && tracer__target_execed(r->tracer, r->places[i]->pid);
+	t = r->tracer && (s || !r->sampler) && tracer__target_execed(r->tracer, pl->pid);
 	return s || t;
 }
 
-/* Target i executed another program: its layout and VM went with the old
- * one. The process is followed on in a new slot, and profiled again once
+/* pl's process executed another program: its layout and VM went with the old
+ * one. The process is followed on in a new place, and profiled again once
  * the new program holds LuaJIT. */
-static void follow_exec(struct run *r, int i)
+static void follow_exec(struct run *r, struct place *pl)
 {
-	int j = new_place(r, r->places[i]->pid, r->places[i]->start, r->places[i]->parent);
+	int j = new_place(r, pl->pid, pl->start, pl->parent);
 
-	retire(r, i);
-	r->places[i]->execed = true;
+	retire(r, pl);
+	pl->execed = true;
 	note("note: PID %d executed another program; what it ran until then is kept%s",
-	     r->places[i]->pid, j < 0 ? "" : ", and it is profiled on if the new one loads LuaJIT");
+	     pl->pid, j < 0 ? "" : ", and it is profiled on if the new one loads LuaJIT");
 	if (j >= 0)
 		r->places[j]->reborn = true;
 }
@@ -553,17 +553,17 @@ static void follow_children_of(struct run *r, pid_t pid, long threads)
 		closedir(tasks);
 }
 
-/* Hand a zone module found in target i to both channels. */
-static void refresh_zones(struct run *r, int i)
+/* Hand a zone module found in pl's process to both channels. */
+static void refresh_zones(struct run *r, struct place *pl)
 {
-	struct zones *z = r->places[i]->zones;
+	struct zones *z = pl->zones;
 
 	if (!z || !zones__refresh(z))
 		return;
 	if (r->sampler)
-		sampler__set_zones(r->sampler, r->places[i]->pid, z);
+		sampler__set_zones(r->sampler, pl->pid, z);
 	if (r->tracer)
-		tracer__set_zone_state(r->tracer, r->places[i]->pid, zones__state_addr(z));
+		tracer__set_zone_state(r->tracer, pl->pid, zones__state_addr(z));
 }
 
 static void status_line(struct run *r, bool clear)
@@ -594,29 +594,29 @@ static void check_child(struct run *r, bool block)
 
 /* A target attached before it created its VM (launched at exec) is scanned
  * for it, twice as long after each scan, until one is found. */
-static void scan_vms(struct run *r, int i, unsigned tick)
+static void scan_vms(struct run *r, struct place *pl, unsigned tick)
 {
-	struct lj_target *t = &r->places[i]->t;
+	struct lj_target *t = &pl->t;
 
-	if (t->ngs || tick < r->places[i]->next_scan)
+	if (t->ngs || tick < pl->next_scan)
 		return;
-	r->places[i]->scan_every = r->places[i]->scan_every ? 2 * r->places[i]->scan_every : POLL_TICKS;
-	r->places[i]->next_scan = tick + r->places[i]->scan_every;
+	pl->scan_every = pl->scan_every ? 2 * pl->scan_every : POLL_TICKS;
+	pl->next_scan = tick + pl->scan_every;
 	if (lj_target__scan_vms(t) && r->sampler)
 		sampler__refresh_target(r->sampler, t);
 }
 
-/* Say that target i is being recorded, once it is. */
-static void say_recording(const struct run *r, int i)
+/* Say that pl's process is being recorded, once it is. */
+static void say_recording(const struct run *r, const struct place *pl)
 {
-	const struct lj_target *t = &r->places[i]->t;
+	const struct lj_target *t = &pl->t;
 	char parent[48] = "";
 
-	if (r->places[i]->reborn)
+	if (pl->reborn)
 		snprintf(parent, sizeof(parent), ", after its exec");
-	else if (is_followed_child(r, i))
-		snprintf(parent, sizeof(parent), ", a child of PID %d", r->places[i]->parent);
-	note("recording PID %d: %s (%s)%s%s", r->places[i]->pid, t->shown, lj_target__build(t)->id, parent,
+	else if (is_followed_child(pl))
+		snprintf(parent, sizeof(parent), ", a child of PID %d", pl->parent);
+	note("recording PID %d: %s (%s)%s%s", pl->pid, t->shown, lj_target__build(t)->id, parent,
 	     r->o->duration || parent[0] ? "" : "; Ctrl-C to stop");
 }
 
@@ -642,36 +642,36 @@ static int check_targets(struct run *r, unsigned tick)
 		/* Gone, a zombie, or its pid another process's now. */
 		if (procmem__stat(pl->pid, &st) || st.start != pl->start ||
 		    (r->child == pl->pid && r->child_reaped)) {
-			retire(r, i);
+			retire(r, pl);
 			continue;
 		}
-		if (exec_seen(r, i)) {
-			follow_exec(r, i);
+		if (exec_seen(r, pl)) {
+			follow_exec(r, pl);
 			continue;
 		}
 		if (r->follow_children)
 			follow_children_of(r, pl->pid, st.threads);
 		if (!pl->attached) {
-			int a = attach_target(r, i, false);
+			int a = attach_target(r, pl, false);
 
 			if (a < 0)
 				return -1;
 			if (a > 0)
-				trace_target(r, i);
-			if (a > 0 && found_later(r, i) && r->o->summary)
-				say_recording(r, i);
+				trace_target(r, pl);
+			if (a > 0 && found_later(pl) && r->o->summary)
+				say_recording(r, pl);
 		}
 		/* A zone module loaded since: until its gate opens, its zones
 		 * are not recorded. Looked for when the process mapped
 		 * something (its size changed; only new files are read). */
 		if (pl->attached && st.vsize != pl->zones_vsize) {
 			pl->zones_vsize = st.vsize;
-			refresh_zones(r, i);
+			refresh_zones(r, pl);
 		}
 		if (pl->attached)
-			scan_vms(r, i, tick);
+			scan_vms(r, pl, tick);
 		/* A child that never loads LuaJIT does not keep a -p session on. */
-		alive += !is_followed_child(r, i) || pl->attached;
+		alive += !is_followed_child(pl) || pl->attached;
 	}
 	/* The launched command runs until it is reaped (check_child, above),
 	 * whatever programs it executed and whether any was profiled. */
@@ -682,11 +682,13 @@ static int check_targets(struct run *r, unsigned tick)
 static void announce(const struct run *r)
 {
 	for (int i = 0; i < r->nplaces; i++) {
-		if (r->places[i]->attached)
-			say_recording(r, i);
+		const struct place *pl = r->places[i];
+
+		if (pl->attached)
+			say_recording(r, pl);
 		else if (r->child)
 			note("recording PID %d: %s, once it or a process it starts loads LuaJIT",
-			     r->places[i]->pid, r->o->argv[0]);
+			     pl->pid, r->o->argv[0]);
 	}
 }
 
@@ -897,11 +899,14 @@ static int finish(struct run *r)
 		ret |= finish_trace(r);
 	if (!r->o->summary)
 		return ret;
-	for (int i = 0; i < r->nplaces; i++)
-		if (r->places[i]->exited && !r->places[i]->execed && !r->child && !is_followed_child(r, i) &&
-		    procmem__start_time(r->places[i]->pid) != r->places[i]->start)	/* not one left out */
+	for (int i = 0; i < r->nplaces; i++) {
+		const struct place *pl = r->places[i];
+
+		if (pl->exited && !pl->execed && !r->child && !is_followed_child(pl) &&
+		    procmem__start_time(pl->pid) != pl->start)	/* not one left out */
 			note("note: PID %d exited during the session; what it did until then is kept",
-			     r->places[i]->pid);
+			     pl->pid);
+	}
 	if (r->child && !any_attached(r) && r->nplaces == 1)
 		note("note: %s never loaded LuaJIT", r->o->argv[0]);
 	else if (r->child && !any_attached(r))
@@ -1080,7 +1085,7 @@ int session__run(const struct session_opts *o)
 	if (open_outputs(&r))
 		goto out;
 	for (int i = 0; i < o->npids; i++)
-		if (attach_target(&r, i, true) < 0)
+		if (attach_target(&r, r.places[i], true) < 0)
 			goto out;
 	if (o->npids) {
 		open_tracer(&r);
