@@ -233,21 +233,30 @@ static __always_inline int count_stack(const struct nupp_proc *p, struct sampler
 	return NUPP_ERR_MAP_FULL + 1;
 }
 
-/* The configuration of target process pid, NULL for any other process. */
-static __always_inline struct nupp_proc *proc_of(__u32 pid)
+/* The slot of live target process pid; NUPP_MAX_PLACES for any other. */
+static __always_inline __u32 slot_of(__u32 pid)
 {
-	if (!pid)		/* an idle CPU: touch nothing more */
-		return NULL;
 	__u32 *slot;
 
 	for (__u32 i = 0; i < NUPP_MAX_TARGETS; i++) {
 		if (!target_tgid[i])
-			return NULL;
+			return NUPP_MAX_PLACES;
 		if (target_tgid[i] == pid)
-			return bpf_map_lookup_elem(&procs, &i);
+			return i;
 	}
 	slot = bpf_map_lookup_elem(&more_targets, &pid);
-	return slot ? bpf_map_lookup_elem(&procs, slot) : NULL;
+	return slot ? *slot : NUPP_MAX_PLACES;
+}
+
+/* The configuration of target process pid, NULL for any other process. */
+static __always_inline struct nupp_proc *proc_of(__u32 pid)
+{
+	__u32 slot;
+
+	if (!pid)		/* an idle CPU: touch nothing more */
+		return NULL;
+	slot = slot_of(pid);
+	return slot < NUPP_MAX_PLACES ? bpf_map_lookup_elem(&procs, &slot) : NULL;
 }
 
 /* A field of the GG_State block: at offset off of GG_State. */
@@ -448,29 +457,26 @@ int BPF_PROG(on_tick, struct hrtimer *timer, ktime_t *now)
 	return sample(p, sc);
 }
 
+/* Index x, tested below n (a power of two), masked as well: the compiler
+ * would drop a mask it can prove idle, and the verifier may see the test
+ * and the index in different registers. */
+#define MASKED(x, n) ({ __u32 x_ = (x); asm volatile("" : "+r"(x_)); x_ & ((n) - 1); })
+
 /* A target that executes another program keeps its pid, but its layout
  * and VM are gone with its old image: its slot stops matching before the
  * new program runs, and userspace learns why from target_execed. */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
 {
-	__u32 pid = task->tgid, *found, slot;
+	__u32 pid = task->tgid, slot = slot_of(pid);
 
-	for (__u32 i = 0; i < NUPP_MAX_TARGETS; i++) {
-		if (!target_tgid[i])
-			return 0;
-		if (target_tgid[i] == pid) {
-			target_tgid[i] = NUPP_TGID_GONE;
-			target_execed[i] = 1;
-		}
-	}
-	found = bpf_map_lookup_elem(&more_targets, &pid);
-	if (!found)
+	if (slot >= NUPP_MAX_PLACES)
 		return 0;
-	slot = *found;
-	bpf_map_delete_elem(&more_targets, &pid);
-	if (slot < NUPP_MAX_PLACES)
-		target_execed[slot] = 1;
+	if (slot < NUPP_MAX_TARGETS)
+		target_tgid[MASKED(slot, NUPP_MAX_TARGETS)] = NUPP_TGID_GONE;
+	else
+		bpf_map_delete_elem(&more_targets, &pid);
+	target_execed[MASKED(slot, NUPP_MAX_PLACES)] = 1;
 	return 0;
 }
 
