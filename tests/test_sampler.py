@@ -572,7 +572,7 @@ def test_interp_base_around_c_calls(nupp):
     in lj_BC_RET1 after the result overwrote the function and before BASE
     moves back; about 1 sample in 10,000 each, counted as `bad frame base` or
     `read fault`. At most 0.2 % may be; the samples of lua_close's empty stack
-    count as `no frame`."""
+    count as outside Lua, not as unresolved."""
     run = nupp.launch(STOCK_LUAJIT, ROOT / "tests/bench/driver.lua", "gc_heavy")
     assert run.returncode == 0, run
     m = re.search(r"bad frame base (\d+)", run.stderr)

@@ -758,14 +758,21 @@ static void sample_summary(struct run *r, const struct profile *p, const struct 
 			fprintf(stderr, " %s %.1f%%", names[i], 100.0 * state[i] / total);
 		fputc('\n', stderr);
 	}
+	/* A thread with no function on its Lua stack runs the program's own
+	 * code (an nginx worker between requests): not a failure to resolve. */
+	if (st->unresolved[NUPP_ERR_NO_FRAME])
+		fprintf(stderr, "  outside Lua: %llu of %llu samples (no function on the thread's "
+			"Lua stack: the program's own code)\n",
+			(unsigned long long)st->unresolved[NUPP_ERR_NO_FRAME],
+			(unsigned long long)(st->samples - st->paused));
 	for (int i = 0; i < NUPP_ERR_MAX; i++)
-		bad += st->unresolved[i];
+		bad += i == NUPP_ERR_NO_FRAME ? 0 : st->unresolved[i];
 	if (bad || st->unsymbolized) {
 		fprintf(stderr, "  unresolved: %llu of %llu samples (",
 			(unsigned long long)(bad + st->unsymbolized),
 			(unsigned long long)(st->samples - st->paused));
 		for (int i = 0; i < NUPP_ERR_MAX; i++)
-			if (st->unresolved[i])
+			if (st->unresolved[i] && i != NUPP_ERR_NO_FRAME)
 				fprintf(stderr, "%s %llu, ", sampler__err_name(i),
 					(unsigned long long)st->unresolved[i]);
 		fprintf(stderr, "target gone before symbolization %llu)\n",
