@@ -97,7 +97,7 @@ class Nginx:
 
     def serves(self):
         try:
-            return self.get(f"/sum?n=10") == (200, f"{checksum(10)}\n")
+            return self.get("/sum?n=10") == (200, f"{checksum(10)}\n")
         except OSError:
             return False
 
