@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 
 import pytest
 
