@@ -66,7 +66,7 @@ class Nginx:
     """nginx -p DIR in the foreground, a master and two workers, on a free port."""
 
     def __init__(self, tmp, libdir):
-        self.dir, self.port = tmp, free_port()
+        self.port = free_port()
         (tmp / "tmp").mkdir(parents=True)
         conf = (SERVER / "nginx.conf").read_text()
         for k, v in {"@PREFIX@": tmp, "@MODULES@": NGINX / "usr/lib/nginx/modules",
@@ -78,8 +78,8 @@ class Nginx:
         self.log = tmp / "error.log"
         self.popen = subprocess.Popen([str(NGINX / "usr/sbin/nginx"), "-p", str(tmp), "-c",
                                        str(self.conf)], env={**os.environ, "LD_LIBRARY_PATH": str(libdir)},
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                      start_new_session=True)
+                                      stdout=open(tmp / "nginx.out", "w"), stderr=subprocess.STDOUT,
+                                      start_new_session=True)	# a pipe nobody reads could fill
         self.pid = self.popen.pid
         assert wait_for(lambda: len(children(self.pid)) == 2 and self.serves()), \
             f"nginx did not start two workers serving on port {self.port}:\n{self.errors()}"
