@@ -141,6 +141,8 @@ def test_spec_example_sample(tmp_path):
     hot = sum(c for s, c in rows if s.endswith("testutil.lua:spin")
               or ";testutil.lua:spin;" in s)
     assert hot >= 0.9 * out["rep"]["samples"]
+    # The session's own start and stop are not the program's time.
+    assert not [s for s, _ in rows if "profile.lua:" in s], rows
 
 
 def test_spec_example_sample_zone(tmp_path):

@@ -242,6 +242,8 @@ static int l_stop(lua_State *L)
 {
 	struct lsession *s = upvalue_session(L);
 
+	if (s->sampler)		/* the session's own teardown is not the program's */
+		sampler__pause(s->sampler, true);
 	stop_poller(s);
 	emit(L, s);
 	session_close(s);
@@ -280,7 +282,8 @@ static struct lsession *session_new(lua_State *L)
 }
 
 /* Start draining, and return {pause, resume, stop, sync} over the session at
- * the top of the stack. */
+ * the top of the stack. The session was opened paused: its probes count
+ * nothing of the module's own start-up, and it listens from here on. */
 static int session_start(lua_State *L, struct lsession *s)
 {
 	static const luaL_Reg methods[] = {
@@ -305,6 +308,7 @@ static int session_start(lua_State *L, struct lsession *s)
 	}
 	lua_pushvalue(L, ud);
 	lua_setfield(L, -2, "_session");	/* keeps the userdata alive with the handle */
+	pause_session(s, false);
 	return 1;
 }
 
@@ -331,6 +335,8 @@ static int l_sample(lua_State *L)
 		return luaL_error(L, "nupp.profile: stackDepth must be 1..%d", NUPP_MAX_SHOWN);
 	s = session_new(L);
 	s->sampler = sampler__open(&o, err, sizeof(err));
+	if (s->sampler)
+		sampler__pause(s->sampler, true);	/* until session_start returns */
 	if (!s->sampler || sampler__add_target(s->sampler, &s->target, err, sizeof(err))) {
 		session_close(s);
 		return luaL_error(L, "nupp.profile: %s", err);
@@ -366,6 +372,7 @@ static int l_trace(lua_State *L)
 		session_close(s);
 		return luaL_error(L, "nupp.profile: %s", err);
 	}
+	tracer__pause(s->tracer, true);		/* until session_start returns */
 	session_start(L, s);
 	push_recorder(L, &s->target);
 	lua_setfield(L, -2, "recorder");
