@@ -74,6 +74,8 @@ struct lj_layout {
 	__u32 J_cur_startpc;	/* GCtrace cur: startpc */
 	__u32 J_cur_traceno;	/* GCtrace cur: u16 traceno */
 	__u32 J_cur_startins;	/* GCtrace cur: BCIns startins (original start op) */
+	__u32 J_cur_link;	/* GCtrace cur: u16 link (trace_abort clears it) */
+	__u32 J_cur_linktype;	/* GCtrace cur: u8 linktype (trace_abort clears it) */
 	__u32 J_flags;		/* uint32_t flags: JIT_F_* */
 	__u32 J_parent;		/* TraceNo1 parent */
 	__u32 J_exitno;		/* ExitNo exitno */

@@ -7,7 +7,7 @@ UNIT_DIR    := $(B)/unit
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 UNIT_TESTS  := $(patsubst tests/unit/%.c,$(UNIT_DIR)/%,$(UNIT_SRCS))
 LUAJIT_INC  ?= /usr/include/luajit-2.1
-UNIT_LDLIBS := -lluajit-5.1 -lelf -lz -lcrypto -ldl
+UNIT_LDLIBS := -lluajit-5.1 -ldw -lelf -lz -lcrypto -lcapstone -ldl
 
 .PHONY: unit-test
 test: unit-test
@@ -21,6 +21,7 @@ $(UNIT_DIR)/test_%.o: tests/unit/test_%.c $(wildcard user/*.h bpf/*.h)
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) -I$(LUAJIT_INC) $(CFLAGS) -c $< -o $@
 
 $(UNIT_DIR)/test_symbolize: $(patsubst %,$(UNIT_DIR)/%.o,symbolize procmem elf_file)
+$(UNIT_DIR)/test_code_sites: $(patsubst %,$(UNIT_DIR)/%.o,code_sites elf_file)
 
 $(UNIT_DIR)/test_%: $(UNIT_DIR)/test_%.o $(B)/obj/lj_builds.o
 	$(call msg,LD,$@)

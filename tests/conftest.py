@@ -142,6 +142,17 @@ BUILDS = {
     "pinned-luajit-host": _host("pinned-luajit-host", BUILD / "tests/lib/luajit"),
     "pinned-luajit2-host": _host("pinned-luajit2-host", BUILD / "tests/lib/luajit2"),
 }
+# Other distributions' stock builds, run as a container runs them (a mount
+# namespace and a root of their own: tests/helpers/container), profiled from
+# the host: Debian 13 and sid ship OpenResty's LuaJIT as luajit.
+CONTAINER = ROOT / "tests" / "helpers" / "container"
+ROOTS = BUILD / "roots"
+for _suite in ("trixie", "sid"):
+    BUILDS[f"{_suite}-luajit"] = LuaBuild(f"{_suite}-luajit",
+                                          (str(CONTAINER), str(ROOTS / _suite), "/usr/bin/luajit"))
+    BUILDS[f"{_suite}-luajit-host"] = LuaBuild(f"{_suite}-luajit-host",
+                                               (str(CONTAINER), str(ROOTS / _suite), str(LUAHOST)),
+                                               embedded=True)
 STOCK_LUAJIT = BUILDS["stock-luajit"]
 
 
@@ -154,7 +165,10 @@ def lua_build_ready():
             _pinned_libdir(name[len("pinned-"):-len("-host")])
         missing = [p for p in [b.argv[0]] + [v for k, v in b.env if k == "LD_LIBRARY_PATH"]
                    if not Path(p).exists()]
-        if b.embedded:
+        if b.argv[0] == str(CONTAINER):	# its root (`make roots`) and program
+            missing += [p for p in (b.argv[1] + "/usr/bin/luajit", b.argv[2])
+                        if not Path(p).exists() and not p.startswith("/usr/")]
+        elif b.embedded:
             libdir = Path(dict(b.env)["LD_LIBRARY_PATH"])
             if not (libdir / "libluajit-5.1.so.2").exists():
                 missing.append(str(libdir / "libluajit-5.1.so.2"))

@@ -13,11 +13,14 @@ import re
 import signal
 import socket
 import subprocess
+import shutil
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
 
-from conftest import (BUILD, MULTIARCH, NUPP, ROOT, STOCK, frames, parse_collapsed,
+from conftest import (BUILD, CONTAINER, MULTIARCH, NUPP, ROOT, STOCK, frames, parse_collapsed,
                       parse_summary, wait_for, wait_for_teardowns)
 
 NGINX = STOCK / "nginx"
@@ -29,6 +32,10 @@ LIBS = {
     "stock-luajit2-lib": STOCK / "luajit2" / MULTIARCH,
     "pinned-luajit2-lib": BUILD / "tests" / "lib" / "luajit2",
 }
+# Debian 13 and sid: their own nginx, Lua module and LuaJIT (OpenResty's),
+# in a container (tests/helpers/container, `make roots`), profiled from the host.
+CONTAINERS = {f"{suite}-container": BUILD / "roots" / suite for suite in ("trixie", "sid")}
+SERVERS = sorted(LIBS) + sorted(CONTAINERS)
 SUM_N = 200000
 THREAD_RE = re.compile(r"^\[(\d+)/(\d+) vm (0x[0-9a-f]+)\];(.*)$")
 
@@ -65,19 +72,24 @@ def line_of(path, text):
 class Nginx:
     """nginx -p DIR in the foreground, a master and two workers, on a free port."""
 
-    def __init__(self, tmp, libdir):
+    def __init__(self, tmp, kind):
         self.port = free_port()
         (tmp / "tmp").mkdir(parents=True)
+        if kind in CONTAINERS:		# paths as the container sees them
+            argv, env, root = [str(CONTAINER), str(CONTAINERS[kind]), "/usr/sbin/nginx"], {}, ""
+        else:
+            argv = [str(NGINX / "usr/sbin/nginx")]
+            env, root = {"LD_LIBRARY_PATH": str(LIBS[kind])}, NGINX
         conf = (SERVER / "nginx.conf").read_text()
-        for k, v in {"@PREFIX@": tmp, "@MODULES@": NGINX / "usr/lib/nginx/modules",
+        for k, v in {"@PREFIX@": tmp, "@MODULES@": f"{root}/usr/lib/nginx/modules",
                      "@PORT@": self.port,
-                     "@LUA_PATH@": f"{SERVER}/?.lua;{NGINX}/usr/share/lua/5.1/?.lua"}.items():
+                     "@LUA_PATH@": f"{SERVER}/?.lua;{root}/usr/share/lua/5.1/?.lua"}.items():
             conf = conf.replace(k, str(v))
         self.conf = tmp / "nginx.conf"
         self.conf.write_text(conf)
         self.log = tmp / "error.log"
-        self.popen = subprocess.Popen([str(NGINX / "usr/sbin/nginx"), "-p", str(tmp), "-c",
-                                       str(self.conf)], env={**os.environ, "LD_LIBRARY_PATH": str(libdir)},
+        self.popen = subprocess.Popen(argv + ["-p", str(tmp), "-c", str(self.conf)],
+                                      env={**os.environ, **env},
                                       stdout=open(tmp / "nginx.out", "w"), stderr=subprocess.STDOUT,
                                       start_new_session=True)	# a pipe nobody reads could fill
         self.pid = self.popen.pid
@@ -158,24 +170,33 @@ class Load:
 
 @pytest.fixture
 def nginx(privileged, lua_build_ready, tmp_path):
-    """nginx(lib) starts the server on that LuaJIT library; killed after the test."""
+    """nginx(kind) starts the server on that LuaJIT library, or in that
+    container; killed after the test. Its files live under this repository,
+    which a container mounts at the same path."""
     marker = NGINX / ".nupp-extracted"
     if not marker.exists():
         pytest.fail(f"nginx is not unpacked ({marker} is missing); run `make test`", pytrace=False)
     lua_build_ready("pinned-luajit2-host")	# links the pinned library under its soname
     started = []
 
-    def start(lib):
-        s = Nginx(tmp_path / "server", LIBS[lib])
+    for root in CONTAINERS.values():
+        if not (root / "usr/sbin/nginx").exists():
+            pytest.fail(f"{root} has no nginx; run `make roots`", pytrace=False)
+    (BUILD / "tmp").mkdir(exist_ok=True)
+    base = Path(tempfile.mkdtemp(prefix="nginx-", dir=BUILD / "tmp"))
+
+    def start(kind):
+        s = Nginx(base / "server", kind)
         started.append(s)
         return s
     yield start
     for s in started:
         s.kill()
+    shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.mark.parametrize("lib", sorted(LIBS))
-def test_nginx_workers_profiled(nginx, tmp_path, lib):
+@pytest.mark.parametrize("kind", SERVERS)
+def test_nginx_workers_profiled(nginx, tmp_path, kind):
     """The default job (both channels), attached to the running master with
     --children --threads for 4 s; once both workers are recorded as
     children of the master, the load starts. Each worker's Lua samples are at
@@ -188,7 +209,7 @@ def test_nginx_workers_profiled(nginx, tmp_path, lib):
     handler.lua's marked line, blacklisted there. The server is unharmed:
     every answer right before, during and after, the same workers serving
     afterwards, no warning or worse in error.log, a graceful exit 0."""
-    server = nginx(lib)
+    server = nginx(kind)
     wait_for_teardowns()
     out = tmp_path / "job"
     p = subprocess.Popen([str(NUPP), "-o", str(out), "-p", str(server.pid), "--children", "--threads",
@@ -196,9 +217,9 @@ def test_nginx_workers_profiled(nginx, tmp_path, lib):
     err, recorded = [], set()
     for line in p.stderr:			# the load starts once both workers are recorded
         err.append(line)
-        m = re.match(r"nupp-bpf: recording PID (\d+): .*\(debian-luajit2-lib\), a child of PID (\d+)$",
-                     line)
-        if m and int(m[2]) == server.pid:
+        m = re.match(r"nupp-bpf: recording PID (\d+): .*\((debian-luajit2-lib|derived)\), "
+                     r"a child of PID (\d+)$", line)
+        if m and int(m[3]) == server.pid:
             recorded.add(int(m[1]))
         if recorded == set(server.workers):
             break

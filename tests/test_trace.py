@@ -25,6 +25,10 @@ BUILDS = {
     "pinned-luajit": os.path.join(ROOT, "build/luajit/luajit/src/luajit"),
     "pinned-luajit2": os.path.join(ROOT, "build/luajit/luajit2/src/luajit"),
 }
+# Debian 13 and sid, in a container (tests/helpers/container, `make roots`).
+for _suite in ("trixie", "sid"):
+    BUILDS[_suite + "-luajit"] = (os.path.join(ROOT, "tests/helpers/container"),
+                                  os.path.join(ROOT, "build/roots", _suite), "/usr/bin/luajit")
 PROGRAMS = sorted(p for p in glob.glob(os.path.join(ROOT, "tests/aborts/*.lua"))
                   if not p.endswith("/truth.lua"))
 HEADER = ["severity", "count", "reason", "reasonId", "reasonClass", "rawReason", "location", "zonePath"]
@@ -34,8 +38,9 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="BPF needs root")
 
 def build(name):
     path = BUILDS[name]
-    if not os.path.exists(path):
-        pytest.skip("%s not built (%s)" % (name, path))
+    need = path if isinstance(path, str) else path[1] + path[2]
+    if not os.path.exists(need):
+        pytest.fail("%s not built (%s): run `make`" % (name, need), pytrace=False)
     return path
 
 

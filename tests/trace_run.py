@@ -43,8 +43,14 @@ def lua_env(luajit):
 
 
 def run(luajit, prog, benign=False, bpf=True, hook=True, env=None, timeout=120):
-    """Run prog under truth.lua, with the collector attached when bpf."""
-    with tempfile.TemporaryDirectory(prefix="nupp-trace-") as d:
+    """Run prog under truth.lua, with the collector attached when bpf.
+    luajit is a path, or an argv prefix (a container: tests/helpers/container),
+    whose files live under this repository, which a container mounts."""
+    argv = [luajit] if isinstance(luajit, str) else list(luajit)
+    luajit = argv[-1]
+    tmp = os.path.join(ROOT, "build", "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="nupp-trace-", dir=tmp) as d:
         sync, done = os.path.join(d, "sync"), os.path.join(d, "done")
         truth, got = os.path.join(d, "truth.csv"), os.path.join(d, "bpf.csv")
         e = dict(os.environ, **lua_env(luajit))
@@ -55,7 +61,7 @@ def run(luajit, prog, benign=False, bpf=True, hook=True, env=None, timeout=120):
             e.update(NUPP_TRACE_SYNC=sync, NUPP_TRACE_DONE=done)
         if not hook:
             e["NUPP_TRACE_NOHOOK"] = "1"
-        cmd = [luajit, TRUTH, truth] + (["--benign"] if benign else []) + [prog]
+        cmd = argv + [TRUTH, truth] + (["--benign"] if benign else []) + [prog]
         t0 = time.monotonic()
         target = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e,
                                   cwd=os.path.dirname(prog))

@@ -157,3 +157,83 @@ __u64 elf_file__vaddr_to_offset(struct elf_file *ef, __u64 vaddr)
 {
 	return load_map(ef, vaddr, false);
 }
+
+int elf_file__machine(struct elf_file *ef, bool *elf64)
+{
+	GElf_Ehdr eh;
+
+	if (!gelf_getehdr(ef->elf, &eh))
+		return -1;
+	*elf64 = eh.e_ident[EI_CLASS] == ELFCLASS64;
+	return eh.e_machine;
+}
+
+const void *elf_file__section(struct elf_file *ef, const char *name, size_t *size)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = find_section(ef, name, 0, &sh);
+	Elf_Data *d;
+
+	if (!scn || sh.sh_type == SHT_NOBITS || !(d = elf_rawdata(scn, NULL)) || !d->d_buf)
+		return NULL;
+	*size = d->d_size;
+	return d->d_buf;
+}
+
+struct Elf *elf_file__elf(struct elf_file *ef)
+{
+	return ef->elf;
+}
+
+const __u8 *elf_file__code_at(struct elf_file *ef, __u64 vaddr, __u64 *lo, __u64 *hi)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	Elf_Data *d;
+
+	while ((scn = elf_nextscn(ef->elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+		    !(sh.sh_flags & SHF_EXECINSTR) || vaddr < sh.sh_addr || vaddr >= sh.sh_addr + sh.sh_size)
+			continue;
+		d = elf_rawdata(scn, NULL);
+		if (!d || !d->d_buf || d->d_size != sh.sh_size)
+			return NULL;
+		*lo = sh.sh_addr;
+		*hi = sh.sh_addr + sh.sh_size;
+		return d->d_buf;
+	}
+	return NULL;
+}
+
+/* A defined function in the symbol table of type, 0 when absent: an
+ * imported one (SHN_UNDEF) may carry its PLT stub's address. */
+static __u64 func_in(struct elf_file *ef, Elf64_Word type, const char *name)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = find_section(ef, NULL, type, &sh);
+	Elf_Data *d;
+	size_t i, n;
+
+	if (!scn || !(d = elf_getdata(scn, NULL)) || !sh.sh_entsize)
+		return 0;
+	n = sh.sh_size / sh.sh_entsize;
+	for (i = 0; i < n; i++) {
+		GElf_Sym sym;
+		const char *s;
+
+		if (!gelf_getsym(d, i, &sym) || sym.st_shndx == SHN_UNDEF ||
+		    GELF_ST_TYPE(sym.st_info) != STT_FUNC)
+			continue;
+		s = elf_strptr(ef->elf, sh.sh_link, sym.st_name);
+		if (s && !strcmp(s, name))
+			return sym.st_value;
+	}
+	return 0;
+}
+
+__u64 elf_file__func(struct elf_file *ef, const char *name)
+{
+	__u64 v = func_in(ef, SHT_DYNSYM, name);
+
+	return v ? v : func_in(ef, SHT_SYMTAB, name);
+}

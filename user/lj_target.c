@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "elf_file.h"
 #include "lj_target.h"
 #include "procmem.h"
@@ -58,36 +59,72 @@ static const struct lj_build *registry_match(struct elf_file *ef)
 	return NULL;
 }
 
-/* A build with .symtab that the registry does not know: symbols from the file,
- * the layout of the registry tree its API exports point to (luajit2 exports
- * lua_setexdata). lj_target__scan_vms() then checks the layout in memory. */
-static int symbolized_build(struct lj_target *t, struct elf_file *ef)
+/* Name tables of a revision into a build description. */
+static void use_vmdef(struct lj_build *b, const struct lj_vmdef *v)
 {
-	const struct lj_build *like = NULL;
-	bool b_tree = elf_file__sym(ef, "lua_setexdata", true) != 0;
-	int i, n = 0;
+	if (!v)
+		return;
+	b->ffnames = v->ffnames, b->nffnames = v->nffnames;
+	b->bcnames = v->bcnames, b->nbcnames = v->nbcnames;
+	b->irnames = v->irnames, b->nirnames = v->nirnames;
+	b->traceerr = v->traceerr, b->ntraceerr = v->ntraceerr;
+	b->bcmode = v->bcmode;
+	b->mmnames = v->mmnames, b->nmmnames = v->nmmnames;
+	b->bcm_base = v->bcm_base, b->bcm_dst = v->bcm_dst;
+	b->mm_call = v->mm_call, b->mm_max = v->mm_max;
+}
 
-	if (!elf_file__sym(ef, "lj_vm_asm_begin", false) || !lj_nknown_builds)
+/* Take candidate i of a derived build as its layout and names. */
+static void use_candidate(struct lj_target *t, int i)
+{
+	const struct lj_candidate *c = &t->derived.cands[i];
+	const struct lj_revision *r = c->rev;
+
+	t->layout = t->local.layout = *c->layout;
+	t->rev = r;
+	use_vmdef(&t->local, r ? r->vmdef : NULL);
+	char rev[96] = "";
+
+	if (r && r->commit)
+		snprintf(rev, sizeof(rev), " and names of %s %.12s", r->fork, r->commit);
+	else if (r)
+		snprintf(rev, sizeof(rev), " and names of %s", r->source);
+	snprintf(t->local_desc, sizeof(t->local_desc), "%s, %s%s%s, layout from %s%s, sites from %s",
+		 t->derived.version.text, t->derived.fork, t->derived.options[0] ? ", " : "",
+		 t->derived.options, c->from, rev, t->derived.sites_from);
+}
+
+/* A build the registry does not know: described from its own file
+ * (lj_derive.h). 1 when usable, 0 with the reason in hint. */
+static int derived_build(struct lj_target *t, struct elf_file *ef, const char *path,
+			 const char *shown, char *hint, size_t hintsz)
+{
+	struct lj_derived *d = &t->derived;
+	char root[64];
+	int n = 0;
+
+	if (t->pid)
+		snprintf(root, sizeof(root), "/proc/%d/root", t->pid);
+	else
+		root[0] = '\0';	/* a file, seen from here */
+	if (lj_derive(ef, path, shown, root, d, hint, hintsz))
 		return 0;
-	for (i = 0; i < lj_nknown_builds; i++)
-		if (!strcmp(lj_known_builds[i].tree, b_tree ? "luajit2" : "luajit"))
-			like = &lj_known_builds[i];
-	if (!like)
-		like = &lj_known_builds[0];
-	t->local = *like;
-	t->local.id = "symbolized";
-	t->local.package = "external";
-	memset(t->local.text_sha256, 0, sizeof(t->local.text_sha256));
+	memset(&t->local, 0, sizeof(t->local));
+	t->local.id = "derived";
+	t->local.package = t->local_desc;
+	t->local.tree = d->fork;
+	t->local.kind = elf_file__sym(ef, "main", true) ? "exe" : "lib";
 	elf_file__text_sha256(ef, t->local.text_sha256);
 	t->local.text_size = elf_file__text_size(ef);
-	for (const struct lj_sym *s = like->syms; s && s->name && n < 47; s++) {
-		__u64 a = strchr(s->name, '@') ? 0 : elf_file__sym(ef, s->name, false);
-
-		if (a)
-			t->local_syms[n++] = (struct lj_sym){ s->name, a };
-	}
+	t->local_syms[n++] = (struct lj_sym){ "lj_vm_asm_begin", d->sites.vm_lo };
+	t->local_syms[n++] = (struct lj_sym){ "lj_vm_ffi_call", d->sites.vm_hi };
+	if (d->sites.gc_cycle)
+		t->local_syms[n++] = (struct lj_sym){ "lj_gc_separateudata", d->sites.gc_cycle };
+	if (d->sites.abort_site)
+		t->local_syms[n++] = (struct lj_sym){ "trace_abort@traceno", d->sites.abort_site };
 	t->local_syms[n] = (struct lj_sym){ NULL, 0 };
 	t->local.syms = t->local_syms;
+	use_candidate(t, 0);
 	return 1;
 }
 
@@ -105,34 +142,56 @@ static void stable_path(struct lj_target *t)
 	snprintf(t->path, sizeof(t->path), "%s", path);
 }
 
-/* Is the executable mapping [start, +) of file offset off the LuaJIT? */
-static int identify(struct lj_target *t, const char *path, __u64 start, __u64 off,
-		    char *hint, size_t hintsz)
+/* A registry build's probe sites, from its code as for any build (the
+ * registry has no name for the jump inside trace_abort()), found once per
+ * entry: the workers of a server share one file. */
+static void registry_sites(struct lj_target *t)
+{
+	static struct lj_code_sites found[16];
+	static const struct lj_build *of[16];
+	int i = (int)(t->build - lj_known_builds);
+	char why[256];
+
+	if (i < 0 || i >= 16 || of[i] != t->build) {
+		memset(&t->sites, 0, sizeof(t->sites));
+		if (code_sites__find(t->path, &t->layout, &t->sites, why, sizeof(why)))
+			snprintf(t->sites.abort_why, sizeof(t->sites.abort_why), "%.150s", why);
+		if (i >= 0 && i < 16) {
+			found[i] = t->sites;
+			of[i] = t->build;
+		}
+		return;
+	}
+	t->sites = found[i];
+}
+
+/* Every LuaJIT exports its API; luaJIT_setmode is LuaJIT's own. */
+static bool is_luajit(struct elf_file *ef)
+{
+	return elf_file__sym(ef, "luaJIT_setmode", true) || elf_file__sym(ef, "luaJIT_setmode", false);
+}
+
+/* Is the executable mapping [start, +) of file offset off the LuaJIT? When
+ * it is LuaJIT that cannot be used, hint says why (the first such file). */
+static int identify(struct lj_target *t, const char *path, const char *shown, __u64 start,
+		    __u64 off, char *hint, size_t hintsz)
 {
 	struct elf_file *ef = elf_file__open(path);
+	char why[512] = "";
 	__u64 vaddr;
 	int found = 0;
 
 	if (!ef)
 		return 0;
 	t->build = registry_match(ef);
-	if (t->build || symbolized_build(t, ef)) {
+	if (t->build || (is_luajit(ef) && derived_build(t, ef, path, shown, why, sizeof(why)))) {
 		vaddr = elf_file__offset_to_vaddr(ef, off);
 		if (vaddr != ELF_FILE_NOADDR) {
 			t->bias = start - vaddr;
 			found = 1;
 		}
-	} else if (elf_file__sym(ef, "luaJIT_setmode", true) && !hint[0]) {
-		unsigned char sha[32];
-		char hex[17] = "";
-
-		if (!elf_file__text_sha256(ef, sha))
-			for (int i = 0; i < 8; i++)
-				sprintf(hex + 2 * i, "%02x", sha[i]);
-		snprintf(hint, hintsz, "%%s: LuaJIT found in %%s, but this build is unknown "
-			 "(.text sha256 %s…) and stripped; run it with a build that has "
-			 "symbols (.symtab), or add the build to the registry "
-			 "(scripts/gen-registry.py)", hex);
+	} else if (why[0] && !hint[0]) {
+		snprintf(hint, hintsz, "%s", why);
 	}
 	elf_file__close(ef);
 	return found;
@@ -206,13 +265,61 @@ int lj_target__open(struct lj_target *t, pid_t pid, char *err, size_t errsz)
 
 	if (ret)
 		return ret;
-	lj_target__scan_vms(t);
+	if (!lj_target__scan_vms(t) && t->layout_why[0]) {
+		snprintf(err, errsz, "unsupported build: %s: %s: its VM does not match the layout "
+			 "nupp-bpf has for it (%s)", t->shown, lj_target__build(t)->package, t->layout_why);
+		return LJ_TARGET_UNSUPPORTED;
+	}
+	if (!t->ngs && !t->build && t->derived.ncands > 1) {
+		snprintf(err, errsz, "unsupported build: %s: %s matches %d layouts of nupp-bpf's "
+			 "revision table, and it has no VM yet to tell them apart; attach with -p once "
+			 "it runs, or use a build with DWARF", t->shown, t->derived.version.text,
+			 t->derived.ncands);
+		return LJ_TARGET_UNSUPPORTED;
+	}
+	return 0;
+}
+
+/* What a build found by identify() needs before use: its layout, the
+ * interpreter's runtime range, its probe sites. */
+static void finish_identify(struct lj_target *t)
+{
+	t->layout = lj_target__build(t)->layout;
+	t->vm_lo = lj_target__sym(t, "lj_vm_asm_begin") + t->bias;
+	t->vm_hi = lj_target__sym(t, "lj_vm_ffi_call") + t->bias;
+	if (t->build)
+		registry_sites(t);
+	else
+		t->sites = t->derived.sites;
+}
+
+int lj_target__open_file(struct lj_target *t, const char *path, char *err, size_t errsz)
+{
+	char hint[512] = "";
+
+	memset(t, 0, sizeof(*t));
+	snprintf(t->path, sizeof(t->path), "%s", path);
+	snprintf(t->shown, sizeof(t->shown), "%s", path);
+	if (access(path, R_OK)) {
+		snprintf(err, errsz, "cannot read %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (!identify(t, path, path, 0, 0, hint, sizeof(hint))) {
+		if (hint[0]) {
+			snprintf(err, errsz, "unsupported build: %s", hint);
+			return LJ_TARGET_UNSUPPORTED;
+		}
+		snprintf(err, errsz, "%s does not contain LuaJIT", path);
+		return -1;
+	}
+	t->bias = 0;
+	finish_identify(t);
 	return 0;
 }
 
 int lj_target__identify(struct lj_target *t, pid_t pid, char *err, size_t errsz)
 {
-	char hint[512] = "", hint_path[PATH_MAX] = "";
+	char hint[512] = "";
 	struct mapping m;
 	FILE *f;
 	int found = 0;
@@ -234,26 +341,22 @@ int lj_target__identify(struct lj_target *t, pid_t pid, char *err, size_t errsz)
 		/* map_files reaches the mapped file even across mount namespaces
 		 * or when it was deleted or replaced on disk. */
 		snprintf(t->path, sizeof(t->path), "/proc/%d/map_files/%lx-%lx", pid, m.start, m.end);
-		found = identify(t, t->path, m.start, m.off, hint, sizeof(hint));
+		found = identify(t, t->path, m.file, m.start, m.off, hint, sizeof(hint));
 		if (found) {
 			snprintf(t->shown, sizeof(t->shown), "%s", m.file);
 			stable_path(t);
 		}
-		else if (hint[0] && !hint_path[0])
-			snprintf(hint_path, sizeof(hint_path), "%s", m.file);
 	}
 	fclose(f);
 	if (!found) {
 		if (hint[0]) {
-			snprintf(err, errsz, hint, "unsupported build", hint_path);
+			snprintf(err, errsz, "unsupported build: %s", hint);
 			return LJ_TARGET_UNSUPPORTED;
 		}
 		snprintf(err, errsz, "process %d does not contain LuaJIT", pid);
 		return -1;
 	}
-	t->layout = lj_target__build(t)->layout;
-	t->vm_lo = lj_target__sym(t, "lj_vm_asm_begin") + t->bias;
-	t->vm_hi = lj_target__sym(t, "lj_vm_ffi_call") + t->bias;
+	finish_identify(t);
 	return 0;
 }
 
@@ -274,11 +377,116 @@ static int gg_at(const struct lj_layout *lj, __u64 p, const __u8 *buf, size_t n)
 	return buf[lj->gg_g + lj->g_strempty + lj->gc_gct] == GCT_STR;	/* g->strempty */
 }
 
-/* Scan the process's anonymous writable memory for GG_States. */
+static bool in_vm(const struct lj_target *t, __u64 a)
+{
+	return a >= t->vm_lo && a < t->vm_hi;
+}
+
+/* A GC object of type gct at a (or NULL, when null_ok)? */
+static bool gcobj_is(const struct lj_target *t, const struct lj_layout *lj, __u64 a,
+		     __u8 gct, bool null_ok)
+{
+	__u8 v;
+
+	if (!a)
+		return null_ok;
+	return !procmem__read(t->pid, &v, 1, (a & LJ_GCVMASK) + lj->gc_gct) && v == gct;
+}
+
+static __u64 u64_at(const __u8 *buf, __u32 off)
+{
+	__u64 v;
+
+	memcpy(&v, buf + off, 8);
+	return v;
+}
+
+/*
+ * Beyond the signature: every field the programs read holds what it must in
+ * the GG_State at p, under layout lj. The dispatch table proves the size of
+ * global_State and jit_State (it lies after both, and points into the
+ * interpreter); the rest each prove a field's offset. why gets the first
+ * field that fails.
+ */
+static bool gg_verified(const struct lj_target *t, const struct lj_layout *lj, __u64 p,
+			const __u8 *buf, size_t n, char *why, size_t whysz)
+{
+	__u64 g = p + lj->gg_g, J = p + lj->gg_j, disp[8], L[4];
+	__s32 vmstate;
+	__u32 state, sizetrace;
+	const char *bad = NULL;
+
+	if (n < lj->gg_g + lj->g_cur_L + 8 || n < lj->gg_g + lj->g_mainthref + 8)
+		return false;
+	if (procmem__read(t->pid, disp, sizeof(disp), g - lj->disp2g))
+		bad = "the dispatch table is unreadable";
+	for (int i = 0; !bad && i < 8; i++)
+		if (!in_vm(t, disp[i]))
+			bad = "the dispatch table does not point into the interpreter (GG_DISP2G)";
+	if (!bad && (procmem__read(t->pid, &vmstate, 4, g + lj->g_vmstate) ||
+		     vmstate < LJ_VMST_ASM || vmstate > 65535))
+		bad = "g->vmstate holds no VM state";
+	if (!bad && !gcobj_is(t, lj, u64_at(buf, lj->gg_g + lj->g_cur_L), GCT_THREAD, true))
+		bad = "g->cur_L is not a thread";
+	if (!bad && (procmem__read(t->pid, &state, 4, J + lj->J_state) || state > 0x16 ||
+		     procmem__read(t->pid, &sizetrace, 4, J + lj->J_sizetrace) || sizetrace > 65536))
+		bad = "J->state or J->sizetrace out of range";
+	if (!bad && (procmem__read(t->pid, &L[0], 8, J + lj->J_L) ||
+		     !gcobj_is(t, lj, L[0], GCT_THREAD, true)))
+		bad = "J->L is not a thread";
+	L[0] = u64_at(buf, lj->L_stack), L[1] = u64_at(buf, lj->L_base);
+	L[2] = u64_at(buf, lj->L_top), L[3] = u64_at(buf, lj->L_maxstack);
+	if (!bad && !(L[0] && L[0] <= L[1] && L[1] <= L[2] && L[2] <= L[3] + 8 * 8))
+		bad = "the main thread's stack, base, top and maxstack are out of order";
+	if (bad)
+		snprintf(why, whysz, "%s", bad);
+	return !bad;
+}
+
+/* The layouts to try: a registry build has its own, a derived build its
+ * candidates, most likely first. */
+static int layouts_of(const struct lj_target *t, const struct lj_layout **out)
+{
+	if (t->build) {
+		out[0] = &t->build->layout;
+		return 1;
+	}
+	for (int i = 0; i < t->derived.ncands; i++)
+		out[i] = t->derived.cands[i].layout;
+	return t->derived.ncands;
+}
+
+int lj_target__adopt_vm(struct lj_target *t, __u64 g)
+{
+	const struct lj_layout *lj[LJ_DERIVE_MAX_CANDS];
+	int n = layouts_of(t, lj);
+	__u8 buf[8192];
+
+	for (int i = 0; i < n; i++) {
+		__u64 p = g - lj[i]->gg_g;
+
+		if (procmem__read(t->pid, buf, sizeof(buf), p) ||
+		    !gg_at(lj[i], p, buf, sizeof(buf)) ||
+		    !gg_verified(t, lj[i], p, buf, sizeof(buf), t->layout_why, sizeof(t->layout_why)))
+			continue;
+		if (!t->build)
+			use_candidate(t, i);
+		t->gs[0] = g;
+		t->ngs = 1;
+		return 0;
+	}
+	return -1;
+}
+
+/* Scan the process's anonymous writable memory for GG_States, under every
+ * candidate layout; the first candidate that finds verified ones is kept. */
 int lj_target__scan_vms(struct lj_target *t)
 {
-	enum { CHUNK = 1 << 20, OVERLAP = 4096 };
+	enum { CHUNK = 1 << 20, OVERLAP = 8192 };
 	const __u64 budget = 4ULL << 30;	/* bytes; a huge heap is not worth more */
+	const struct lj_layout *lj[LJ_DERIVE_MAX_CANDS];
+	__u64 found[LJ_DERIVE_MAX_CANDS][LJ_TARGET_MAX_VMS];
+	int nfound[LJ_DERIVE_MAX_CANDS] = { 0 }, ncand = layouts_of(t, lj);
 	struct mapping m;
 	__u64 scanned = 0;
 	__u8 *buf;
@@ -289,6 +497,7 @@ int lj_target__scan_vms(struct lj_target *t)
 	if (!f || !buf)
 		goto out;
 	t->ngs = 0;
+	t->layout_why[0] = '\0';
 	while (scanned < budget && maps_next(f, &m)) {
 		if (m.perms[0] != 'r' || m.perms[1] != 'w' || (m.file[0] && strcmp(m.file, "[heap]")))
 			continue;
@@ -299,9 +508,23 @@ int lj_target__scan_vms(struct lj_target *t)
 				break;
 			scanned += n;
 			for (size_t i = 0; i < n && i < CHUNK; i += 16)
-				if (gg_at(&t->layout, a + i, buf + i, n - i) && t->ngs < LJ_TARGET_MAX_VMS)
-					t->gs[t->ngs++] = a + i + t->layout.gg_g;
+				for (int c = 0; c < ncand; c++)
+					if (gg_at(lj[c], a + i, buf + i, n - i) &&
+					    gg_verified(t, lj[c], a + i, buf + i, n - i, t->layout_why,
+							sizeof(t->layout_why)) &&
+					    nfound[c] < LJ_TARGET_MAX_VMS)
+						found[c][nfound[c]++] = a + i + lj[c]->gg_g;
 		}
+	}
+	for (int c = 0; c < ncand; c++) {
+		if (!nfound[c])
+			continue;
+		if (!t->build)
+			use_candidate(t, c);
+		memcpy(t->gs, found[c], nfound[c] * sizeof(found[c][0]));
+		t->ngs = nfound[c];
+		t->layout_why[0] = '\0';
+		break;
 	}
 out:
 	if (f)

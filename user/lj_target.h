@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <sys/types.h>
 #include "lj_build.h"
+#include "lj_derive.h"
 
 #define LJ_TARGET_MAX_VMS 16
 
@@ -21,13 +22,18 @@ struct lj_target {
 	char path[PATH_MAX];		/* the ELF file holding LuaJIT, openable by us */
 	char shown[PATH_MAX];		/* that file's name as the target sees it */
 	__u64 bias;			/* runtime address = ELF vaddr + bias */
-	const struct lj_build *build;	/* registry entry; NULL for a symbolized unknown build */
+	const struct lj_build *build;	/* registry entry; NULL for a derived build */
 	struct lj_build local;		/* the entry used when build is NULL */
-	struct lj_sym local_syms[48];	/* its symbols, from .symtab */
+	struct lj_sym local_syms[8];	/* its code sites */
+	struct lj_derived derived;	/* what describes a derived build (lj_derive.h) */
+	struct lj_code_sites sites;	/* its probe sites, from its code (ELF vaddrs) */
+	const struct lj_revision *rev;	/* the revision whose names it uses, if known */
+	char local_desc[256];		/* local.package: how it was described */
 	struct lj_layout layout;
 	__u64 vm_lo, vm_hi;		/* runtime interpreter code range */
 	__u64 gs[LJ_TARGET_MAX_VMS];	/* global_States found in memory */
 	int ngs;
+	char layout_why[128];		/* a signature whose fields did not verify */
 };
 
 #define LJ_TARGET_UNSUPPORTED (-2)
@@ -41,7 +47,11 @@ int lj_target__open(struct lj_target *t, pid_t pid, char *err, size_t errsz);
  * (the Lua module profiling its own process). */
 int lj_target__identify(struct lj_target *t, pid_t pid, char *err, size_t errsz);
 
-/* The build's description: the registry entry, or the symbolized stand-in. */
+/* Identify the LuaJIT in an ELF file, as for a process that maps it (no
+ * VM, no bias): what `nupp-bpf inspect FILE` shows. */
+int lj_target__open_file(struct lj_target *t, const char *path, char *err, size_t errsz);
+
+/* The build's description: the registry entry, or the derived one. */
 const struct lj_build *lj_target__build(const struct lj_target *t);
 
 /* ELF vaddr of a named symbol of the target's build, 0 when absent. */
@@ -56,7 +66,13 @@ __u64 lj_target__file_offset(const struct lj_target *t, __u64 vaddr);
  * process again only then. */
 __u64 lj_target__code_digest(pid_t pid);
 
-/* Rescan the process for global_States (new VMs); returns how many. */
+/* Rescan the process for global_States (new VMs); returns how many. A
+ * derived build's layout candidates are tried in turn, and the first whose
+ * every field checks out in a VM is adopted. */
 int lj_target__scan_vms(struct lj_target *t);
+
+/* Adopt the layout under which g is a verified global_State (a caller that
+ * knows its VM); 0, or -1 when no candidate layout verifies there. */
+int lj_target__adopt_vm(struct lj_target *t, __u64 g);
 
 #endif /* NUPP_LJ_TARGET_H */

@@ -67,9 +67,12 @@ static int self_target(lua_State *L, struct lj_target *t, char *err, size_t errs
 {
 	if (lj_target__identify(t, getpid(), err, errsz))
 		return -1;
-	/* L->glref, at the offset the registry gives for this build. */
-	t->gs[0] = *(const __u64 *)((const char *)L + t->layout.L_glref);
-	t->ngs = 1;
+	/* L->glref: at the same offset in every layout. */
+	if (lj_target__adopt_vm(t, *(const __u64 *)((const char *)L + t->layout.L_glref))) {
+		snprintf(err, errsz, "this LuaJIT's VM does not match the layout nupp-bpf has for it (%s)",
+			 t->layout_why[0] ? t->layout_why : "no GG_State signature");
+		return -1;
+	}
 	return 0;
 }
 

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
+#include "inspect.h"
 #include "session.h"
 
 static const char doc[] =
@@ -28,6 +29,8 @@ static const char doc[] =
 "  record   sample Lua stacks and VM states (collapsed stacks)\n"
 "  trace    collect JIT trace aborts and blacklistings (CSV)\n"
 "  (none)   both, each to its default file\n"
+"  inspect FILE | -p PID   how nupp-bpf identifies a LuaJIT build, and where\n"
+"           its probes would go (each verified); attaches nothing\n"
 "\v"
 "EXAMPLES:\n"
 "  sudo nupp-bpf -p 1234                  # profile and trace a running process\n"
@@ -36,7 +39,7 @@ static const char doc[] =
 "  sudo nupp-bpf trace -p 1234 -o aborts.csv\n"
 "  flamegraph.pl nupp-1234.collapsed > flame.svg\n";
 
-static const char args_doc[] = "[record|trace] [-- CMD ARGS...]";
+static const char args_doc[] = "[record|trace] [-- CMD ARGS...]\ninspect FILE|-p PID";
 
 enum {
 	OPT_DEPTH = 0x100, OPT_ROOT, OPT_ZONE, OPT_CLOCK, OPT_BENIGN, OPT_THREADS,
@@ -173,12 +176,18 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case ARGP_KEY_ARG:
 		/* Before "--": one command word. After it: the program to launch. */
 		if (!o->dashdash || state->next - 1 < o->dashdash) {
+			if (o->inspect && !o->inspect_file) {
+				o->inspect_file = arg;
+				break;
+			}
 			if (o->command_given)
 				usage_error("unexpected '%s' (a program to launch goes after --)", arg);
 			if (!strcmp(arg, "record"))
 				o->channels = SESSION_SAMPLE;
 			else if (!strcmp(arg, "trace"))
 				o->channels = SESSION_TRACE;
+			else if (!strcmp(arg, "inspect"))
+				o->inspect = true;
 			else
 				usage_error("unknown command '%s' (record or trace; a program to "
 					    "launch goes after --)", arg);
@@ -189,6 +198,10 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		state->next = state->argc;
 		break;
 	case ARGP_KEY_END:
+		if (o->inspect && (!o->inspect_file == !o->npids || o->npids > 1 || o->argv))
+			usage_error("inspect takes one FILE or one -p PID");
+		if (o->inspect)
+			break;
 		if (!o->npids && !o->argv)
 			usage_error("nothing to profile: give -p PID or -- CMD ARGS");
 		if (o->npids && o->argv)
@@ -226,5 +239,7 @@ int main(int argc, char **argv)
 	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER | ARGP_NO_ERRS | ARGP_NO_HELP, NULL, &o))
 		usage_error("unknown option, or an option without its value: '%s'",
 			    o.bad_arg ? o.bad_arg : "?");
+	if (o.inspect)
+		return inspect__run(o.inspect_file, o.npids ? o.pids[0] : 0);
 	return session__run(&o);
 }

@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "code_sites.h"
 #include "keymap.h"
 #include "procmem.h"
 #include "sampling.h"
@@ -360,8 +361,9 @@ static int block_of(const __u32 *offs, int n, __u32 max, __u32 *start, __u32 *le
 
 /* The sampler caches what it learns of call sites and functions (struct
  * lj_memo in bpf/lj_walk.h) once a probe on the atomic phase of LuaJIT's GC
- * cycles retires those caches; a build without the symbol is walked without
- * them (NUPP_NO_CODE_CACHE=1 asks for that too). */
+ * cycles retires those caches; a build without that site, or whose site
+ * does not decode as a function's entry, is walked without them
+ * (NUPP_NO_CODE_CACHE=1 asks for that too). */
 static void enable_walk_caches(struct sampler *s, struct target *tg)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo);
@@ -369,7 +371,8 @@ static void enable_walk_caches(struct sampler *s, struct target *tg)
 	__u64 off = at ? lj_target__file_offset(tg->t, at) : 0;
 	__u64 epoch = 0;
 
-	if (!off || getenv("NUPP_NO_CODE_CACHE"))
+	if (!off || getenv("NUPP_NO_CODE_CACHE") ||
+	    code_sites__verify(tg->t->path, at, CODE_SITE_FUNC_ENTRY, &tg->t->layout, NULL, 0))
 		return;
 	tg->gc_probe = bpf_program__attach_uprobe_opts(s->skel->progs.on_gc_cycle, tg->pid,
 						       tg->t->path, off, &uo);

@@ -249,12 +249,77 @@ static bool run_to_entry(struct run *r)
 	       !ptrace(PTRACE_SETREGS, r->child, NULL, &regs);
 }
 
+#define EXEC_WAIT_MS	300	/* how long a command without LuaJIT may take to exec another */
+#define MAX_EXECS	8	/* wrappers followed through (env, chroot, unshare, nice ...) */
+
+/* Stop the running traced child where it is, for a detach: SIGSTOP, which
+ * the detach then suppresses; a signal of its own met on the way is
+ * handed back in *sig. false when it exited instead. */
+static bool stop_child(struct run *r, int *sig)
+{
+	int st;
+
+	kill(r->child, SIGSTOP);
+	for (;;) {
+		if (waitpid(r->child, &st, 0) != r->child || !WIFSTOPPED(st)) {
+			r->child_status = st;
+			r->child_reaped = true;
+			return false;
+		}
+		if (WSTOPSIG(st) == SIGSTOP)
+			return true;
+		*sig = WSTOPSIG(st);
+		if (ptrace(PTRACE_CONT, r->child, NULL, NULL))
+			return false;
+	}
+}
+
+/* A command with no LuaJIT at its entry point is often a wrapper that
+ * executes the real program at once (env, chroot, unshare, nice): let it
+ * run to its next exec, and stop there, as after the first. Its signals
+ * pass on at once. false when it did not exec within EXEC_WAIT_MS (it is
+ * then stopped, ready to be detached, with *sig to deliver) or exited. */
+static bool run_to_exec(struct run *r, int *sig)
+{
+	struct timespec t0, now;
+	int st, pending = 0;
+
+	if (ptrace(PTRACE_SETOPTIONS, r->child, NULL, (void *)PTRACE_O_TRACEEXEC))
+		return false;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (ptrace(PTRACE_CONT, r->child, NULL, NULL))
+		return false;
+	for (;;) {
+		pid_t w = waitpid(r->child, &st, WNOHANG);
+
+		if (w == r->child && !WIFSTOPPED(st)) {
+			r->child_status = st;
+			r->child_reaped = true;
+			return false;
+		}
+		if (w == r->child && st >> 8 == (SIGTRAP | PTRACE_EVENT_EXEC << 8))
+			return true;
+		if (w == r->child) {		/* a signal of its own: deliver it */
+			pending = WSTOPSIG(st);
+			if (ptrace(PTRACE_CONT, r->child, NULL, (void *)(long)pending))
+				return false;
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 > EXEC_WAIT_MS)
+			return stop_child(r, sig);
+		usleep(1000);
+	}
+}
+
 /* Let the held command exec. It stops after exec: LuaJIT linked into the
  * executable is found then, LuaJIT in a library at the program's entry
- * point; either way before any Lua code runs. Then it runs on, untraced. */
+ * point; either way before any Lua code runs. A wrapper that executes
+ * another program is followed through that exec. Then the command runs
+ * on, untraced. */
 static void release(struct run *r)
 {
-	int st, a;
+	int st, a = 0, sig = 0;
 
 	if (write(r->release_fd, "go", 1) != 1)
 		session__error("cannot start %s", r->o->argv[0]);
@@ -267,14 +332,18 @@ static void release(struct run *r)
 		r->child_reaped = true;
 		return;
 	}
-	a = attach_target(r, r->places[0], false);
-	if (!a && run_to_entry(r))
+	for (int execs = 0; execs <= MAX_EXECS; execs++) {
 		a = attach_target(r, r->places[0], false);
+		if (!a && run_to_entry(r))
+			a = attach_target(r, r->places[0], false);
+		if (a || r->child_reaped || execs == MAX_EXECS || !run_to_exec(r, &sig))
+			break;
+	}
 	if (a > 0)
 		trace_target(r, r->places[0]);
 	r->unsupported = a < 0;		/* said so; the command runs on unprofiled */
 	if (!r->child_reaped)
-		ptrace(PTRACE_DETACH, r->child, NULL, NULL);
+		ptrace(PTRACE_DETACH, r->child, NULL, (void *)(long)sig);
 }
 
 /* Output names. record/trace: -o FILE (default nupp-PID.collapsed or

@@ -31,6 +31,8 @@ struct session_opts {
 	const char *svg;		/* --svg, NULL for none (default job: a default name) */
 	bool summary;			/* summary on stderr at the end */
 	const char *bad_arg;		/* the argument argp stopped at, for its error */
+	bool inspect;			/* the inspect command */
+	const char *inspect_file;	/* its FILE, NULL with -p */
 };
 
 /* One line "nupp-bpf: error: MESSAGE" on stderr: how every error is told. */

@@ -23,6 +23,7 @@
 #include "trace.h"
 #include "trace.skel.h"
 #include "trace_reasons.h"
+#include "code_sites.h"
 #include "tracer.h"
 
 #define NO_BCPOS	0xffffffffU	/* lj_def.h */
@@ -38,7 +39,8 @@ struct tr_target {
 	bool b_tree;			/* OpenResty luajit2: lj_debug_frame() locations */
 	__u64 zone_state;		/* &nupp_zone_state in the target, 0 none */
 	__u32 jit_flags;		/* J->flags, last seen */
-	struct bpf_link *link;
+	struct bpf_link *links[CODE_SITES_MAX_COPIES];	/* one per copy of the site */
+	int nlinks;
 	struct symbolizer *sym;		/* for lines, as the sampler finds them */
 	bool gone;			/* exited or executed another program */
 };
@@ -129,17 +131,22 @@ static void fmt_ptr(char *out, __u64 x)
 	out[n] = 0;
 }
 
-static double tv_num(__u64 v)
+/* A number TValue as an int: a double, or (LJ_DUALNUM builds, e.g.
+ * LUAJIT_NUMMODE=2) an integer tagged LJ_TISNUM in its low 32 bits. */
+static bool tv_int(__u64 v, int *out)
 {
+	__u32 itype = (__u32)((__s64)v >> 47);
 	double d;
 
+	if (itype == LJ_TISNUM) {
+		*out = (int)(__u32)v;
+		return true;
+	}
+	if (itype > LJ_TISNUM)
+		return false;
 	memcpy(&d, &v, sizeof(d));
-	return d;
-}
-
-static bool tv_isnum(__u64 v)
-{
-	return (__u32)((__s64)v >> 47) < LJ_TISNUM;
+	*out = (int)d;
+	return true;
 }
 
 static const char *table_name(const char *const *tab, int n, int i)
@@ -336,7 +343,8 @@ static void event_reason(const struct tr_target *tg, const struct nupp_trace_eve
 	const char *tmpl, *detail = NULL;
 	char arg[LOC_MAX] = "";
 
-	r->err = tv_isnum(e->errobj) ? (int)tv_num(e->errobj) : -1;
+	if (!tv_int(e->errobj, &r->err))
+		r->err = -1;
 	if (r->err < 0) {
 		/* A Lua error object: jit.v prints it as it is. */
 		if ((__u32)((__s64)e->errobj >> 47) == LJ_TSTR) {
@@ -359,7 +367,9 @@ static void event_reason(const struct tr_target *tg, const struct nupp_trace_eve
 			snprintf(r->raw, sizeof(r->raw), "trace error %d", r->err);
 			snprintf(r->reason, sizeof(r->reason), "%s", r->raw);
 		} else {
-			int n = tv_isnum(e->errinfo) ? (int)tv_num(e->errinfo) : 0;
+			int n = 0;
+
+			tv_int(e->errinfo, &n);
 
 			if ((__u32)((__s64)e->errinfo >> 47) == LJ_TFUNC)
 				fmtfunc(tg, e->errinfo & LJ_GCVMASK, 0, arg, sizeof(arg));
@@ -519,71 +529,37 @@ static int handle_event(void *ctx, void *data, size_t size)
 
 /* ---- the probe site ---------------------------------------------------------- */
 
-/* Read n bytes of the target's file at ELF vaddr. */
-static int read_code(const struct lj_target *t, __u64 vaddr, __u8 *buf, size_t n)
-{
-	__u64 off = lj_target__file_offset(t, vaddr);
-	int fd, ok;
-
-	if (!off)
-		return -1;
-	fd = open(t->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ok = pread(fd, buf, n, off) == (ssize_t)n;
-	close(fd);
-	return ok ? 0 : -1;
-}
-
-/* Is there a jne (rel8 or rel32) at p? The kernel emulates jcc uprobes. */
-static int is_jne(const __u8 *p)
-{
-	return p[0] == 0x75 || (p[0] == 0x0f && p[1] == 0x85);
-}
-
 /*
  * The probe goes on "if (traceno)" in trace_abort(): the jump on
- * J->cur.traceno. The registry may name it ("trace_abort@traceno"); else it is
- * found after the inlined trace_abort() entry as
- *	movzwl traceno_off(%rJ),%reg	[0f b7 modrm disp8], optional REX before
- *	(up to 3 more instructions, 12 bytes)
- *	test %reg,%reg			[85 modrm(mod=11)]
- *	jne					<- probe here
- * which is what gcc emits in the Debian builds of both trees.
+ * J->cur.traceno, which the kernel emulates rather than single-steps. A
+ * compiler may copy that test into the paths that reach it (gcc puts one
+ * in the RETRY path), and an abort passes exactly one copy: each gets a
+ * probe. The sites come from the build's code (code_sites.h), and each is
+ * decoded again from its function's start and must be that jump, or
+ * nothing is probed.
  */
-__u64 tracer__site(const struct lj_target *t, char *err, size_t errsz)
+int tracer__sites(const struct lj_target *t, __u64 *out, int max, char *err, size_t errsz)
 {
-	const struct lj_layout *lj = &t->layout;
-	__u64 at = lj_target__sym(t, "trace_abort@traceno");
-	__u8 code[1024];
+	const struct lj_code_sites *cs = &t->sites;
+	char why[256] = "";
+	int n = 0;
 
-	if (at) {
-		if (read_code(t, at, code, 8))
-			goto unreadable;
-		if (code[0] == 0x85 && (code[1] & 0xc0) == 0xc0 && is_jne(code + 2))
-			return at + 2;	/* step over the test to the emulated jcc */
-		return at;
-	}
-	at = lj_target__sym(t, "trace_abort@inline");
-	if (!at) {
-		snprintf(err, errsz, "%s: the build has no trace_abort() site", t->shown);
+	if (!cs->abort_site) {
+		snprintf(err, errsz, "%s: no trace-abort site: %s", t->shown,
+			 cs->abort_why[0] ? cs->abort_why : "not found in its code");
 		return 0;
 	}
-	if (read_code(t, at, code, sizeof(code)))
-		goto unreadable;
-	for (size_t i = 0; i + 4 < sizeof(code) - 20; i++) {
-		if (code[i] != 0x0f || code[i + 1] != 0xb7 || (code[i + 2] & 0xc0) != 0x40 ||
-		    (code[i + 2] & 7) == 4 || code[i + 3] != lj->J_cur_traceno)
-			continue;
-		for (size_t j = i + 4; j < i + 4 + 12; j++)
-			if (code[j] == 0x85 && (code[j + 1] & 0xc0) == 0xc0 && is_jne(code + j + 2))
-				return at + j + 2;
+	for (int i = -1; i < cs->abort_nmore && n < max; i++) {
+		__u64 at = i < 0 ? cs->abort_site : cs->abort_more[i];
+
+		if (code_sites__verify(t->path, at, CODE_SITE_TRACENO_JCC, &t->layout, why, sizeof(why))) {
+			snprintf(err, errsz, "%s: the trace-abort site 0x%llx is not the expected jump "
+				 "(%s); not probing it", t->shown, (unsigned long long)at, why);
+			return 0;
+		}
+		out[n++] = at;
 	}
-	snprintf(err, errsz, "%s: cannot find the traceno test in trace_abort()", t->shown);
-	return 0;
-unreadable:
-	snprintf(err, errsz, "%s: cannot read code at the trace_abort() site", t->shown);
-	return 0;
+	return n;
 }
 
 /* ---- profile --------------------------------------------------------------- */
@@ -627,12 +603,15 @@ void tracer__profile(const struct lj_target *t, __u32 jit_flags, struct trace_pr
 	size_t len = 0;
 
 	memset(out, 0, sizeof(*out));
-	out->supported = t->build != NULL;
+	out->supported = t->build != NULL || t->rev != NULL;
 	if (t->build)
 		snprintf(out->luajit_revision, sizeof(out->luajit_revision), "%s", b->package);
+	else if (t->rev)	/* the revision the table matched */
+		snprintf(out->luajit_revision, sizeof(out->luajit_revision), "%s %.100s", t->rev->fork,
+			 t->rev->commit ? t->rev->commit : t->rev->source);
 	else
 		snprintf(out->luajit_revision, sizeof(out->luajit_revision), "external:%.100s", t->shown);
-	out->luajit_version = t->build ? package_date(b->package) : 0;
+	out->luajit_version = t->build ? package_date(b->package) : (long long)t->derived.version.rolling;
 	snprintf(out->architecture, sizeof(out->architecture), "x64");
 	snprintf(out->operating_system, sizeof(out->operating_system), "Linux");
 	for (size_t i = 0; i < sizeof(jit_flag_names) / sizeof(jit_flag_names[0]); i++)
@@ -670,7 +649,8 @@ static int target_attach(struct tracer *tr, struct tr_target *tg, char *err, siz
 	const struct lj_target *t = tg->t;
 	struct nupp_trace_proc proc = { .lj = t->layout };
 	__u32 key = tg->pid;
-	__u64 site, off, J;
+	__u64 sites[CODE_SITES_MAX_COPIES], offs[CODE_SITES_MAX_COPIES], J;
+	int nsites;
 
 	tg->b = lj_target__build(t);
 	tg->b_tree = tg->b->tree && !strcmp(tg->b->tree, "luajit2");
@@ -679,13 +659,15 @@ static int target_attach(struct tracer *tr, struct tr_target *tg, char *err, siz
 		proc.lj.J_cur_startins = proc.lj.J_cur_startpc + 8;
 	if (!proc.lj.J_flags)
 		proc.lj.J_flags = proc.lj.J_pt + 16;
-	site = tracer__site(t, err, errsz);
-	if (!site)
+	nsites = tracer__sites(t, sites, CODE_SITES_MAX_COPIES, err, errsz);
+	if (!nsites)
 		return -1;
-	off = lj_target__file_offset(t, site);
-	if (!off) {
-		snprintf(err, errsz, "%s: the trace_abort() site is not in a loaded segment", t->shown);
-		return -1;
+	for (int i = 0; i < nsites; i++) {
+		offs[i] = lj_target__file_offset(t, sites[i]);
+		if (!offs[i]) {
+			snprintf(err, errsz, "%s: the trace-abort site is not in a loaded segment", t->shown);
+			return -1;
+		}
 	}
 	if (t->ngs > 0) {
 		J = t->gs[0] - t->layout.gg_g + t->layout.gg_j;
@@ -695,14 +677,19 @@ static int target_attach(struct tracer *tr, struct tr_target *tg, char *err, siz
 		snprintf(err, errsz, "failed to configure the probe for PID %d: %s", tg->pid, strerror(errno));
 		return -1;
 	}
-	tg->link = bpf_program__attach_uprobe_opts(tr->skel->progs.trace_abort_site, tg->pid,
-						   t->path, off, &uo);
-	if (getenv("NUPP_VERBOSE"))
-		fprintf(stderr, "trace: pid %d: %s site vaddr 0x%llx file offset 0x%llx\n", tg->pid,
-			t->path, (unsigned long long)site, (unsigned long long)off);
-	if (!tg->link) {
-		snprintf(err, errsz, "failed to attach uprobe to %s: %s", t->shown, strerror(errno));
-		return -1;
+	for (tg->nlinks = 0; tg->nlinks < nsites; tg->nlinks++) {
+		struct bpf_link *l = bpf_program__attach_uprobe_opts(tr->skel->progs.trace_abort_site,
+								    tg->pid, t->path, offs[tg->nlinks], &uo);
+
+		if (getenv("NUPP_VERBOSE"))
+			fprintf(stderr, "trace: pid %d: %s site vaddr 0x%llx file offset 0x%llx\n",
+				tg->pid, t->path, (unsigned long long)sites[tg->nlinks],
+				(unsigned long long)offs[tg->nlinks]);
+		if (!l) {
+			snprintf(err, errsz, "failed to attach uprobe to %s: %s", t->shown, strerror(errno));
+			return -1;
+		}
+		tg->links[tg->nlinks] = l;
 	}
 	return 0;
 }
@@ -787,6 +774,13 @@ int tracer__set_zone_state(struct tracer *tr, pid_t pid, __u64 zone_state_addr)
 	return 0;
 }
 
+static void detach(struct tr_target *tg)
+{
+	for (int i = 0; i < tg->nlinks; i++)
+		bpf_link__destroy(tg->links[i]);
+	tg->nlinks = 0;
+}
+
 /* Take in tg's events so far, then forget it. Its probe fires no more for a
  * process that exited, and stays attached until tracer__close (destroying a
  * uprobe link waits for an RCU grace period, ~0.15 s). */
@@ -817,10 +811,9 @@ bool tracer__target_execed(struct tracer *tr, pid_t pid)
 					 sizeof(proc), 0))
 		return false;
 	retire(tr, tg);
-	/* A new image that maps the same file would hit this probe too, next
-	 * to the one its own target attaches. */
-	bpf_link__destroy(tg->link);
-	tg->link = NULL;
+	/* A new image that maps the same file would hit these probes too, next
+	 * to the ones its own target attaches. */
+	detach(tg);
 	return true;
 }
 
@@ -986,7 +979,7 @@ void tracer__close(struct tracer *tr)
 		return;
 	ring_buffer__free(tr->rb);
 	for (int i = 0; i < tr->ntg; i++) {
-		bpf_link__destroy(tr->tg[i].link);
+		detach(&tr->tg[i]);
 		symbolizer__free(tr->tg[i].sym);
 	}
 	bpf_link__destroy(tr->exec_link);

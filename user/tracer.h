@@ -114,8 +114,9 @@ int tracer__counters(struct tracer *tr, __u64 *out);
 
 void tracer__close(struct tracer *tr);
 
-/* Where the probe goes in a build: the "if (traceno)" jcc of trace_abort(),
- * as an ELF vaddr of the target's file; 0 and a reason in err if not found. */
-__u64 tracer__site(const struct lj_target *t, char *err, size_t errsz);
+/* Where the probes go in a build: every copy of the "if (traceno)" jcc of
+ * trace_abort(), as ELF vaddrs of the target's file, each verified by
+ * decoding; how many (at most max), or 0 and a reason in err. */
+int tracer__sites(const struct lj_target *t, __u64 *out, int max, char *err, size_t errsz);
 
 #endif /* NUPP_TRACER_H */

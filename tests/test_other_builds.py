@@ -1,0 +1,149 @@
+# SPDX-License-Identifier: MIT
+"""LuaJIT builds nupp-bpf was not generated from, stripped, and builds it must refuse.
+
+Each variant (scripts/build-variants.sh: other compilers, optimization levels,
+frame pointers, build options) is a LuaJIT no registry holds: its layout
+comes from the revision table, its probe sites from its own machine code.
+The tests run stripped copies, as a distribution ships them, on both
+channels. A build nupp-bpf cannot profile gets one line saying so and exit
+status 1: never an empty profile. A site that does not decode as the
+expected instruction is never probed.
+
+The variants run here are VARIANTS (a sample that fits CI's time);
+`make test-builds` runs every variant the matrix has.
+"""
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD, NUPP, ROOT, WORKLOADS, LuaBuild, parse_collapsed, share, total
+
+VARIANT_DIR = BUILD / "variants"
+DEFAULT_VARIANTS = ["luajit-gcc-O3", "luajit-clang-O2", "luajit-gcc-nummode2",
+                    "luajit2-clang-Os", "luajit2-gcc-noffi"]
+VARIANTS = os.environ.get("NUPP_VARIANTS", " ".join(DEFAULT_VARIANTS)).split()
+FNEW = ROOT / "tests" / "aborts" / "nyi_fnew.lua"
+FNEW_SITES = [
+    ["blacklist", "1", "NYI: bytecode FNEW", "trace.nyi-bytecode.FNEW", "blocker",
+     "NYI: bytecode 51", "nyi_fnew.lua:4", ""],
+    ["warn", "10", "NYI: bytecode FNEW", "trace.nyi-bytecode.FNEW", "blocker",
+     "NYI: bytecode 51", "nyi_fnew.lua:4", ""],
+]
+MIXED = re.compile(r"^@0x[0-9a-f]+;mixed\.lua:0;mixed\.lua:outer;mixed\.lua:(compiled|interpreted)$")
+
+
+def stripped(name, tmp_path):
+    """A stripped copy of variant name's luajit, as a distribution ships it."""
+    src = VARIANT_DIR / name / "src" / "luajit"
+    if not src.exists():
+        pytest.fail(f"variant {name} is not built ({src}): run `make variants`", pytrace=False)
+    dst = tmp_path / "luajit"
+    subprocess.run(["strip", "--strip-all", "-o", str(dst), str(src)], check=True)
+    out = subprocess.run(["readelf", "-S", str(dst)], capture_output=True, text=True).stdout
+    assert ".symtab" not in out and ".debug_info" not in out
+    return dst
+
+
+def run(args, **kw):
+    return subprocess.run([str(NUPP), *map(str, args)], capture_output=True, text=True,
+                          timeout=120, **kw)
+
+
+def read_csv(path):
+    import csv
+    with open(path, newline="") as f:
+        return list(csv.reader(f))
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_variant_sampler(privileged, tmp_path, name):
+    """The default job on a stripped variant: mixed.lua's two stacks exactly,
+    nothing unresolved, the build described from its code."""
+    exe = stripped(name, tmp_path)
+    r = run(["-F", 997, "-o", tmp_path / "m", "--", exe, WORKLOADS / "mixed.lua", 2])
+    assert r.returncode == 0, r.stderr
+    assert "(derived)" in r.stderr, r.stderr
+    rows = parse_collapsed((tmp_path / "m.collapsed").read_text())
+    assert total(rows) > 1000, rows
+    good = share(rows, lambda f: bool(MIXED.match(";".join(f))))
+    assert good >= 0.97, (good, rows)
+    for fn in ("compiled", "interpreted"):
+        assert share(rows, lambda f: f[-1] == f"mixed.lua:{fn}") >= 0.15, rows
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_variant_trace(privileged, tmp_path, name):
+    """Every abort of nyi_fnew.lua, blacklisting included, on a stripped variant."""
+    exe = stripped(name, tmp_path)
+    out = tmp_path / "a.csv"
+    r = run(["trace", "-o", out, "--", exe, FNEW])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "45000150000\n"
+    assert read_csv(out)[1:] == FNEW_SITES, r.stderr
+
+
+def test_no_jit_build(privileged, tmp_path):
+    """LUAJIT_DISABLE_JIT: the sampler works (everything interpreted), the
+    trace channel says there is no JIT; `trace` alone fails with exit 1."""
+    exe = stripped("luajit-gcc-nojit", tmp_path)
+    r = run(["-F", 997, "-o", tmp_path / "m", "--", exe, WORKLOADS / "mixed.lua", 2])
+    assert r.returncode == 0, r.stderr
+    assert "trace aborts are not collected" in r.stderr and "without the JIT" in r.stderr, r.stderr
+    rows = parse_collapsed((tmp_path / "m.collapsed").read_text())
+    assert share(rows, lambda f: bool(MIXED.match(";".join(f)))) >= 0.97, rows
+    r = run(["trace", "-o", tmp_path / "a.csv", "--", exe, FNEW])
+    assert r.returncode == 1
+    assert r.stdout == "45000150000\n", "the command runs unprofiled"
+    assert re.fullmatch(r"nupp-bpf: error: .*without the JIT compiler.*\n", r.stderr), r.stderr
+
+
+def test_non_gc64_build_refused(privileged, tmp_path):
+    """A non-GC64 build: one line, exit 1, the command still runs."""
+    exe = stripped("luajit-gcc-nogc64", tmp_path)
+    r = run(["record", "-o", tmp_path / "x", "--", exe, "-e", "print('ran')"])
+    assert r.returncode == 1
+    assert r.stdout == "ran\n"
+    assert re.fullmatch(r"nupp-bpf: error: unsupported build: .*non-GC64.*\n", r.stderr), r.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def nop_out(path, vaddrs):
+    """Overwrite the instruction at each ELF vaddr of path with NOPs of its
+    length (a jcc: 2 or 6 bytes): the trace-abort test is gone."""
+    data = bytearray(path.read_bytes())
+    out = subprocess.run(["readelf", "-lW", str(path)], capture_output=True, text=True).stdout
+    loads = [l.split() for l in out.splitlines() if l.strip().startswith("LOAD")]
+    for va in vaddrs:
+        for seg in loads:
+            off, vaddr, filesz = int(seg[1], 16), int(seg[2], 16), int(seg[4], 16)
+            if vaddr <= va < vaddr + filesz:
+                at = va - vaddr + off
+                n = 2 if data[at] in (0x74, 0x75) else 6
+                assert data[at] in (0x74, 0x75) or (data[at] == 0x0f and data[at + 1] in (0x84, 0x85))
+                data[at:at + n] = b"\x90" * n
+    path.write_bytes(bytes(data))
+
+
+def abort_sites(exe):
+    """The trace-abort jumps nupp-bpf finds in exe, as `inspect` lists them."""
+    r = run(["inspect", exe])
+    assert r.returncode == 0, r.stderr
+    return [int(m, 16) for m in re.findall(r"^trace-abort\s+0x([0-9a-f]+) verified", r.stdout, re.M)]
+
+
+def test_broken_site_refused(privileged, tmp_path):
+    """A build whose trace-abort test was broken on purpose: the collector
+    refuses in one line and places no probe; the program runs unharmed."""
+    exe = stripped("luajit-clang-O2", tmp_path)
+    sites = abort_sites(exe)
+    assert sites
+    nop_out(exe, sites)
+    assert abort_sites(exe) == []
+    r = run(["trace", "-o", tmp_path / "a.csv", "--", exe, FNEW])
+    assert r.returncode == 1
+    assert r.stdout == "45000150000\n"
+    assert re.fullmatch(r"nupp-bpf: error: .*no trace-abort site.*\n", r.stderr), r.stderr
