@@ -584,9 +584,35 @@ def latency_one(a):
 
 
 def latency(a):
-    res = [latency_one(a) for _ in range(a.latency_reps)]
+    """Known build and a build no registry holds (a stripped rebuild, described
+    from its code: lj_derive), run after run."""
+    unseen = os.path.join(ROOT, "build/bench/luajit-unseen")
+    os.makedirs(os.path.dirname(unseen), exist_ok=True)
+    subprocess.run(["strip", "--strip-all", "-o", unseen, a.unseen], check=True)
+    b = argparse.Namespace(**vars(a))
+    b.luajit = unseen
+    res = []
+    for _ in range(a.latency_reps):
+        res.append(latency_one(a))
+        r = latency_one(b)
+        res.append({"unseen_first": r["first"], "unseen_d1_minus_1": r["d1_minus_1"]})
+    res.append({"derive": [derive_cost(a, path) for path in (unseen, a.luajit) for _ in range(3)],
+                "unseen": a.unseen})
     log("latency: done")
     return res
+
+
+def derive_cost(a, path):
+    """`nupp-bpf inspect PATH`: identification alone, its CPU and peak RSS."""
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 1)
+        os.execv(a.nupp, [a.nupp, "inspect", path])
+    _, status, ru = os.wait4(pid, 0)
+    if status:
+        die("nupp-bpf inspect %s failed" % path)
+    return {"path": path, "cpu_ms": (ru.ru_utime + ru.ru_stime) * 1e3, "maxrss_kb": ru.ru_maxrss}
 
 
 # --- many targets ---------------------------------------------------------------
@@ -806,8 +832,11 @@ def write_report(a, info, runs, bcost, lat, many, started):
             med([r["runs"] for r in rs]), med([r["samples"] for r in rs]),
             "yes" if rs[0]["truncated"] else "no"))
 
-    firsts = [r["first"] for r in lat if r["first"] is not None]
-    d1 = [r["d1_minus_1"] for r in lat]
+    firsts = [r["first"] for r in lat if r.get("first") is not None]
+    d1 = [r["d1_minus_1"] for r in lat if "d1_minus_1" in r]
+    ufirsts = [r["unseen_first"] for r in lat if r.get("unseen_first") is not None]
+    ud1 = [r["unseen_d1_minus_1"] for r in lat if "unseen_d1_minus_1" in r]
+    derive = next((r for r in lat if "derive" in r), None)
     L += ["", "### Attach to first sample", "",
           "Target `luajit tests/bench/driver.lua deep` already spinning; clock starts just before "
           "spawning `nupp-bpf record -p PID -F 997 -d 1 -o /dev/null`. *first sample*: until "
@@ -817,10 +846,23 @@ def write_report(a, info, runs, bcost, lat, many, started):
           "%d runs%s." % (a.latency_reps, "" if len(firsts) == len(lat) else
                           ", %d without a first sample seen" % (len(lat) - len(firsts))), "",
           "| measure | median | min | max |", "|---|---:|---:|---:|"]
-    for name, xs in (("first sample", firsts), ("-d 1 wall − 1 s", d1)):
+    for name, xs in (("first sample", firsts), ("-d 1 wall − 1 s", d1),
+                     ("first sample, unseen stripped build", ufirsts),
+                     ("-d 1 wall − 1 s, unseen stripped build", ud1)):
         if xs:
             L.append("| %s | %.0f ms | %.0f ms | %.0f ms |"
                      % (name, med(xs) * 1e3, min(xs) * 1e3, max(xs) * 1e3))
+    if derive:
+        L += ["", "The unseen build: `%s`, stripped, described from its code (version, revision "
+              "table, code sites), run after run with the known one above. Identification alone "
+              "(`nupp-bpf inspect FILE`, 3 runs each, CPU time and peak RSS of the whole process):"
+              % os.path.relpath(derive["unseen"], ROOT), "",
+              "| file | CPU | peak RSS |", "|---|---:|---:|"]
+        for path in dict.fromkeys(d["path"] for d in derive["derive"]):
+            ds = [d for d in derive["derive"] if d["path"] == path]
+            L.append("| `%s` | %.1f ms | %.1f MiB |" % (
+                os.path.relpath(path, ROOT) if path.startswith(ROOT) else path,
+                med([d["cpu_ms"] for d in ds]), med([d["maxrss_kb"] for d in ds]) / 1024))
 
     L += ["", "### nupp-bpf's own CPU and memory at 997 Hz", "",
           "From the `nupp 997` runs above (`nupp-bpf record -p PID -o /dev/null -F 997`), `wait4` "
@@ -894,7 +936,8 @@ def targets(runs, bcost, lat):
     bpf997 = {r["w"]: r["bpf_pct"] for r in all_rows if r["c"] == "nupp 997"}
     d16 = med([r["per_sample_ns"] for r in bcost["cpu 997 Hz, --depth 16"]])
     d16e = med([r["est_ns"] for r in bcost["cpu 997 Hz, --depth 16"]])
-    firsts = med([r["first"] for r in lat])
+    firsts = med([r["first"] for r in lat if r.get("first") is not None])
+    unseen = med([r["unseen_first"] for r in lat if r.get("unseen_first") is not None])
     core = max(med([100 * r["nupp_run_cpu"] / r["nupp_run_wall"] for r in runs[(w, "nupp 997")]])
                for w in WORKLOADS)
     rss = max(r["nupp_rss_kib"] or 0 for w in WORKLOADS for r in runs[(w, "nupp 997")]) / 1024
@@ -917,6 +960,8 @@ def targets(runs, bcost, lat):
          yes(pooled <= 10) + " (median over all rounds)"),
         ("attach to first sample ≤ 300 ms", fmt(firsts and firsts * 1e3, ".0f", " ms"),
          yes(firsts is not None and firsts <= 0.3)),
+        ("attach to first sample on an unseen stripped build ≤ 300 ms",
+         fmt(unseen and unseen * 1e3, ".0f", " ms"), yes(unseen is not None and unseen <= 0.3)),
         ("nupp-bpf ≤ 2% of one core at 997 Hz", "%.2f%% (worst workload)" % core, yes(core <= 2)),
         ("nupp-bpf peak RSS ≤ 64 MiB", "%.1f MiB" % rss, yes(rss <= 64)),
         ("tick mode ≤ 0.2% added target CPU",
@@ -943,6 +988,8 @@ def main():
     p.add_argument("--many-reps", type=int, default=3)
     p.add_argument("--nupp", default=os.path.join(ROOT, "build/nupp-bpf"))
     p.add_argument("--luajit", default="/usr/bin/luajit")
+    p.add_argument("--unseen", default=os.path.join(ROOT, "build/variants/luajit-clang-O2/src/luajit"),
+                   help="a LuaJIT no registry holds (stripped for the run): attach latency")
     p.add_argument("--out", default=os.path.join(ROOT, "docs/benchmarks.md"))
     p.add_argument("--raw", default=os.path.join(ROOT, "build/bench/sampler.json"),
                    help="every run's numbers, as JSON")

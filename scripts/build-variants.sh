@@ -24,8 +24,8 @@ set -eu
 cd "$(dirname "$0")/.."
 B=${B:-build}
 JOBS=${JOBS:-2}
-UPSTREAM_GIT=${UPSTREAM_GIT:-/work/.mirror/LuaJIT+LuaJIT/repo}
-OPENRESTY_GIT=${OPENRESTY_GIT:-/work/.mirror/openresty+luajit2/repo}
+UPSTREAM_GIT=${UPSTREAM_GIT:-$B/git/luajit.git}
+OPENRESTY_GIT=${OPENRESTY_GIT:-$B/git/luajit2.git}
 OUT=$B/variants
 MULTIARCH=x86_64-linux-gnu
 

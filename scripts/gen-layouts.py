@@ -60,8 +60,8 @@ reg = load_registry()
 BETA3 = "8271c643c21d1b2f344e339f559f2de6f3663191"
 FORKS = [
     # (fork, default mirror, branch)
-    ("luajit", "/work/.mirror/LuaJIT+LuaJIT/repo", "v2.1"),
-    ("luajit2", "/work/.mirror/openresty+luajit2/repo", "v2.1-agentzh"),
+    ("luajit", "build/git/luajit.git", "v2.1"),
+    ("luajit2", "build/git/luajit2.git", "v2.1-agentzh"),
 ]
 
 # Files whose blobs make the key. The layout part: every header the probe

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,60 @@ def test_broken_site_refused(privileged, tmp_path):
     assert r.returncode == 1
     assert r.stdout == "45000150000\n"
     assert re.fullmatch(r"nupp-bpf: error: .*no trace-abort site.*\n", r.stderr), r.stderr
+
+
+def patched(src, dst, edit):
+    data = bytearray(Path(src).read_bytes())
+    edit(data)
+    dst.write_bytes(bytes(data))
+    dst.chmod(0o755)
+    return dst
+
+
+def inspect(path):
+    return subprocess.run([str(NUPP), "inspect", str(path)], capture_output=True, text=True,
+                          timeout=30)
+
+
+def test_refusals_by_file(tmp_path):
+    """What cannot be profiled says why, in one line, exit 1: another
+    architecture (the ELF header says so), LuaJIT 2.0 (its version string).
+    Both files are the stock luajit with that one fact changed."""
+    def machine(data):
+        data[18:20] = (183).to_bytes(2, "little")	# e_machine: EM_AARCH64
+
+    def version(data):
+        at = data.find(b"LuaJIT 2.1.0-beta3\0")
+        assert at > 0
+        data[at:at + 18] = b"LuaJIT 2.0.5\0\0\0\0\0\0"
+
+    r = inspect(patched("/usr/bin/luajit", tmp_path / "arm", machine))
+    assert r.returncode == 1
+    assert re.fullmatch(r"nupp-bpf: error: unsupported build: .*/arm: a 64-bit ELF file for "
+                        r"machine 183; nupp-bpf profiles x86-64 LuaJIT only\n", r.stderr), r.stderr
+    # Not in the registry any more (.rodata is not .text): described, and refused.
+    r = inspect(patched("/usr/bin/luajit", tmp_path / "lj20", version))
+    assert r.returncode == 1
+    assert re.fullmatch(r"nupp-bpf: error: unsupported build: .*/lj20: LuaJIT 2\.0\.5; "
+                        r"nupp-bpf profiles LuaJIT 2\.1 \(GC64\) only\n", r.stderr), r.stderr
+
+
+def test_file_replaced_while_it_runs(privileged, tmp_path):
+    """A process whose LuaJIT was replaced on disk (an upgrade) is profiled
+    by what it maps: the file is read through /proc/PID/map_files."""
+    exe = tmp_path / "luajit"
+    shutil.copy("/usr/bin/luajit", exe)
+    t = subprocess.Popen([str(exe), str(WORKLOADS / "mixed.lua"), "30"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        new = tmp_path / "luajit.new"
+        shutil.copy(VARIANT_DIR / "luajit2-clang-Os" / "src" / "luajit", new)
+        os.rename(new, exe)			# what a package upgrade does
+        r = run(["record", "-F", 997, "-d", 1, "-p", t.pid, "-o", tmp_path / "x.collapsed"])
+        assert r.returncode == 0, r.stderr
+        assert "(debian-luajit-bin)" in r.stderr, r.stderr
+        rows = parse_collapsed((tmp_path / "x.collapsed").read_text())
+        assert share(rows, lambda f: bool(MIXED.match(";".join(f)))) >= 0.97, rows
+    finally:
+        t.kill()
+        t.wait()

@@ -42,6 +42,18 @@ def lua_env(luajit):
     return env
 
 
+def wait_exec(pid, name, timeout=10.0):
+    """Until process pid runs the program name (a wrapper has executed it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if os.path.basename(os.readlink("/proc/%d/exe" % pid)) == name:
+                return
+        except OSError:
+            return
+        time.sleep(0.005)
+
+
 def run(luajit, prog, benign=False, bpf=True, hook=True, env=None, timeout=120):
     """Run prog under truth.lua, with the collector attached when bpf.
     luajit is a path, or an argv prefix (a container: tests/helpers/container),
@@ -66,6 +78,8 @@ def run(luajit, prog, benign=False, bpf=True, hook=True, env=None, timeout=120):
         target = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e,
                                   cwd=os.path.dirname(prog))
         dev = None
+        if bpf and len(argv) > 1:	# a wrapper (container): until it has become luajit
+            wait_exec(target.pid, os.path.basename(luajit))
         if bpf:
             dargs = [DEV, "--profile", "--sync", sync, "--done", done, "-o", got, "-p", str(target.pid)]
             if benign:

@@ -113,13 +113,13 @@ static const struct lj_layout *layout_of(const struct lj_revision *r, const char
 
 /*
  * The revisions the build can be. A rolling build prints its commit time:
- * that revision, or when the table stops before it, the newest before it
- * (the live check decides). A 2.1.0-beta3 build is any revision of its fork
+ * that revision, or when the table has no row for it, the rows around it
+ * (its code and its live VM decide). A 2.1.0-beta3 build is any revision of its fork
  * that printed so: every distinct layout among them, newest first.
  */
 static void pick_revisions(struct lj_derived *d, const char *options)
 {
-	const struct lj_revision *best = NULL;
+	const struct lj_revision *best = NULL, *next = NULL;
 
 	for (int i = lj_nrevisions - 1; i >= 0; i--) {
 		const struct lj_revision *r = &lj_revisions[i];
@@ -130,6 +130,8 @@ static void pick_revisions(struct lj_derived *d, const char *options)
 		if (d->version.rolling) {
 			if (r->time <= d->version.rolling && (!best || r->time > best->time))
 				best = r;
+			if (r->time > d->version.rolling && (!next || r->time < next->time))
+				next = r;
 		} else if (!strcmp(r->version, d->version.text) ||
 			   !strncmp(r->version, "LuaJIT 2.1.0-beta", 17)) {
 			add_candidate(d, lj, r, "revision table");
@@ -137,6 +139,10 @@ static void pick_revisions(struct lj_derived *d, const char *options)
 	}
 	if (best)
 		add_candidate(d, layout_of(best, options), best, "revision table");
+	/* Between two rows of the table (a revision it lacks): the one after
+	 * may already have the change the build has. */
+	if (next && (!best || best->time != d->version.rolling))
+		add_candidate(d, layout_of(next, options), next, "revision table");
 }
 
 /* A separate debug file: /usr/lib/debug/.build-id/xx/rest.debug under the

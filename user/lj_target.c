@@ -94,6 +94,43 @@ static void use_candidate(struct lj_target *t, int i)
 		 t->derived.options, c->from, rev, t->derived.sites_from);
 }
 
+/* lj_derive() once per build (its .text digest) in a process: the workers of
+ * a server share one file, and a session may follow a thousand of them.
+ * What is kept is what lj_derive() found; every use verifies it again (the
+ * layout in each VM, the sites before each probe). */
+static int derive_once(struct elf_file *ef, const char *path, const char *shown, const char *root,
+		       const unsigned char sha[32], __u64 size, struct lj_derived *d,
+		       char *err, size_t errsz)
+{
+	static struct derived_build {
+		unsigned char sha[32];
+		__u64 size;
+		struct lj_derived d;
+		int ret;
+		char err[512];
+	} cache[8];
+	static int next;
+	struct derived_build *c;
+
+	for (int i = 0; i < 8; i++) {
+		c = &cache[i];
+		if (c->size == size && size && !memcmp(c->sha, sha, 32))
+			goto found;
+	}
+	c = &cache[next++ % 8];
+	memcpy(c->sha, sha, 32);
+	c->size = size;
+	c->ret = lj_derive(ef, path, shown, root, &c->d, c->err, sizeof(c->err));
+found:
+	*d = c->d;
+	for (int i = 0; i < d->ncands; i++)	/* the DWARF layout: d's own copy */
+		if (d->cands[i].layout == &c->d.dwarf)
+			d->cands[i].layout = &d->dwarf;
+	if (c->ret)
+		snprintf(err, errsz, "%s", c->err);
+	return c->ret;
+}
+
 /* A build the registry does not know: described from its own file
  * (lj_derive.h). 1 when usable, 0 with the reason in hint. */
 static int derived_build(struct lj_target *t, struct elf_file *ef, const char *path,
@@ -103,19 +140,20 @@ static int derived_build(struct lj_target *t, struct elf_file *ef, const char *p
 	char root[64];
 	int n = 0;
 
+	memset(&t->local, 0, sizeof(t->local));
+	elf_file__text_sha256(ef, t->local.text_sha256);
+	t->local.text_size = elf_file__text_size(ef);
 	if (t->pid)
 		snprintf(root, sizeof(root), "/proc/%d/root", t->pid);
 	else
 		root[0] = '\0';	/* a file, seen from here */
-	if (lj_derive(ef, path, shown, root, d, hint, hintsz))
+	if (derive_once(ef, path, shown, root, t->local.text_sha256, t->local.text_size, d,
+			hint, hintsz))
 		return 0;
-	memset(&t->local, 0, sizeof(t->local));
 	t->local.id = "derived";
 	t->local.package = t->local_desc;
 	t->local.tree = d->fork;
 	t->local.kind = elf_file__sym(ef, "main", true) ? "exe" : "lib";
-	elf_file__text_sha256(ef, t->local.text_sha256);
-	t->local.text_size = elf_file__text_size(ef);
 	t->local_syms[n++] = (struct lj_sym){ "lj_vm_asm_begin", d->sites.vm_lo };
 	t->local_syms[n++] = (struct lj_sym){ "lj_vm_ffi_call", d->sites.vm_hi };
 	if (d->sites.gc_cycle)

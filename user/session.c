@@ -17,6 +17,7 @@
 #include <sys/user.h>
 #include <sys/wait.h>
 #include "flamegraph.h"
+#include "output.h"
 #include "privileges.h"
 #include "procmem.h"
 #include "session.h"
@@ -112,7 +113,7 @@ struct run {
 	struct tracer *tracer;		/* NULL when not tracing, or not yet */
 	bool trace_failed;		/* the collector could not attach; said so */
 	bool unsupported;		/* the launched command's LuaJIT cannot be used */
-	FILE *out, *svg, *csv;
+	struct output out, svg, csv;	/* written through new files (output.h) */
 	char out_name[4096], svg_name[4096], csv_name[4096];
 	bool created;			/* outputs were created: remove them on failure */
 	char err[1024];
@@ -368,46 +369,33 @@ static void output_names(struct run *r)
 		snprintf(r->svg_name, sizeof(r->svg_name), "%s.svg", base);
 }
 
-static FILE *open_one(const char *name)
-{
-	FILE *f;
-
-	if (!name[0])
-		return NULL;
-	if (!strcmp(name, "-"))
-		return stdout;
-	f = fopen(name, "we");
-	if (!f)
-		session__error("cannot write %s: %s", name, strerror(errno));
-	return f;
-}
-
 /* Open every output now: an unwritable one fails before anything attaches. */
 static int open_outputs(struct run *r)
 {
+	struct output *outs[] = { &r->out, &r->csv, &r->svg };
+	const char *names[] = { r->out_name, r->csv_name, r->svg_name };
+	char err[PATH_MAX + 128];
+
 	output_names(r);
 	r->created = true;
-	r->out = open_one(r->out_name);
-	r->csv = open_one(r->csv_name);
-	r->svg = open_one(r->svg_name);
-	return (r->out_name[0] && !r->out) || (r->csv_name[0] && !r->csv) ||
-	       (r->svg_name[0] && !r->svg) ? -1 : 0;
+	for (int i = 0; i < 3; i++)
+		if (output__open(outs[i], names[i], err, sizeof(err))) {
+			session__error("%s", err);
+			return -1;
+		}
+	return 0;
 }
 
-/* Close an output; false (and an error line) when it could not be written. */
-static bool close_one(FILE **f, const char *name)
+/* Finish an output; false (and an error line) when it could not be written. */
+static bool close_one(struct output *o)
 {
-	bool ok;
+	char err[PATH_MAX + 128];
 
-	if (!*f)
-		return true;
-	ok = !ferror(*f) && !fflush(*f);
-	if (*f != stdout)
-		ok = !fclose(*f) && ok;
-	*f = NULL;
-	if (!ok)
-		session__error("cannot write %s: %s", name, strerror(errno));
-	return ok;
+	if (output__commit(o, err, sizeof(err))) {
+		session__error("%s", err);
+		return false;
+	}
+	return true;
 }
 
 /* A process followed as the child of another. */
@@ -886,16 +874,16 @@ static int finish_samples(struct run *r)
 		session__error("out of memory while collecting samples");
 		return 1;
 	}
-	stacks = profile__write_collapsed(&p, &r->o->render, r->out, NULL);
+	stacks = profile__write_collapsed(&p, &r->o->render, r->out.f, NULL);
 	if (stacks < 0)
 		errno = EIO;
-	if (!close_one(&r->out, r->out_name) || stacks < 0)
+	if (!close_one(&r->out) || stacks < 0)
 		ret = 1;
-	if (r->svg) {
+	if (r->svg.f) {
 		snprintf(title, sizeof(title), "nupp-bpf: PID %d", r->places[0]->pid);
-		if (flamegraph__write(&p, &r->o->render, title, r->svg))
+		if (flamegraph__write(&p, &r->o->render, title, r->svg.f))
 			errno = EIO;
-		if (!close_one(&r->svg, r->svg_name))
+		if (!close_one(&r->svg))
 			ret = 1;
 	}
 	if (r->o->summary) {
@@ -948,16 +936,16 @@ static int finish_trace(struct run *r)
 	int ret = 0;
 
 	if (!r->tracer) {
-		close_one(&r->csv, r->csv_name);	/* an empty file says: nothing collected */
+		close_one(&r->csv);	/* an empty file says: nothing collected */
 		return r->trace_failed && !sampling(r);
 	}
 	if (tracer__report(r->tracer, &rep)) {
 		session__error("out of memory while collecting trace aborts");
 		return 1;
 	}
-	if (trace_report__write_csv(&rep, r->csv))
+	if (trace_report__write_csv(&rep, r->csv.f))
 		errno = EIO;
-	if (!close_one(&r->csv, r->csv_name))
+	if (!close_one(&r->csv))
 		ret = 1;
 	if (r->o->summary)
 		trace_summary(&rep);
@@ -1006,16 +994,6 @@ static int child_exit_status(struct run *r)
 	if (WIFSIGNALED(r->child_status))
 		return 128 + WTERMSIG(r->child_status);
 	return 1;
-}
-
-/* On failure, remove the outputs this run created: nothing was recorded. */
-static void remove_outputs(struct run *r)
-{
-	const char *names[] = { r->out_name, r->svg_name, r->csv_name };
-
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (names[i][0] && strcmp(names[i], "-"))
-			unlink(names[i]);
 }
 
 /* In the child that holds the probes: close every descriptor but the
@@ -1089,11 +1067,14 @@ static void cleanup(struct run *r, int ret)
 		close(r->release_fd);	/* the held child exits without running */
 		check_child(r, true);
 	}
-	close_one(&r->out, r->out_name);
-	close_one(&r->svg, r->svg_name);
-	close_one(&r->csv, r->csv_name);
-	if (ret && r->created && !r->started)
-		remove_outputs(r);
+	if (ret && r->created && !r->started) {	/* nothing was recorded */
+		output__discard(&r->out);
+		output__discard(&r->svg);
+		output__discard(&r->csv);
+	}
+	close_one(&r->out);
+	close_one(&r->svg);
+	close_one(&r->csv);
 	if (r->started && detach_in_background(r))
 		return;			/* nothing of ours is left to free */
 	tracer__close(r->tracer);

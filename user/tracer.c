@@ -363,6 +363,10 @@ static void event_reason(const struct tr_target *tg, const struct nupp_trace_eve
 		snprintf(r->reason, sizeof(r->reason), "%s", tmpl ? tmpl : r->raw);
 	} else {
 		tmpl = table_name(b->traceerr, b->ntraceerr, r->err);
+		/* Since 2023 LuaJIT writes "NYI: bytecode %s" (jit.v fills in the
+		 * name); the catalog and the raw text keep the number's form. */
+		if (tmpl && !strcmp(tmpl, "NYI: bytecode %s"))
+			tmpl = "NYI: bytecode %d";
 		if (!tmpl) {
 			snprintf(r->raw, sizeof(r->raw), "trace error %d", r->err);
 			snprintf(r->reason, sizeof(r->reason), "%s", r->raw);

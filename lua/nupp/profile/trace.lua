@@ -108,7 +108,9 @@ end
 function M.describe(err, info)
   local template, raw, reason, detail
   if type(err) == "number" then
-    template = vmdef.traceerr[err] or ("trace error "..err)
+    -- Since 2023 LuaJIT writes "NYI: bytecode %s" (jit.v fills in the
+    -- name); the catalog and the raw text keep the number's form.
+    template = gsub(vmdef.traceerr[err] or ("trace error "..err), "bytecode %%s", "bytecode %%d")
     if type(info) == "function" then
       local fi = require("jit.util").funcinfo(info)
       info = fi.loc or (fi.ffid and vmdef.ffnames[fi.ffid]) or
