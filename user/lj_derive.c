@@ -55,6 +55,18 @@ void lj_derive__version(struct elf_file *ef, struct lj_version *v)
 	}
 }
 
+bool lj_derive__machine_ok(struct elf_file *ef, const char *shown, char *err, size_t errsz)
+{
+	bool elf64 = false;
+	int machine = elf_file__machine(ef, &elf64);
+
+	if (machine == EM_X86_64 && elf64)
+		return true;
+	snprintf(err, errsz, "%s: a %s ELF file for machine %d; nupp-bpf profiles x86-64 LuaJIT only",
+		 shown, elf64 ? "64-bit" : "32-bit", machine);
+	return false;
+}
+
 static bool any_export(struct elf_file *ef, const char *const *names)
 {
 	for (; *names; names++)
@@ -193,6 +205,33 @@ static void use_dwarf(struct lj_derived *d)
 	d->ncands = 1;
 }
 
+static bool has_disp(const __s64 *v, int n, __s64 x)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i] == x)
+			return true;
+	return false;
+}
+
+/* lua_close() reads g->mainthref and clears g->cur_L through g: a layout
+ * whose offsets its code uses for both is preferred, when any is. */
+static void prefer_close_evidence(struct lj_derived *d, const char *path)
+{
+	__s64 disps[256];
+	int nd = code_sites__offsets_used(path, "lua_close", disps, 256), n = 0;
+
+	if (nd <= 0 || nd > 256)
+		return;
+	for (int i = 0; i < d->ncands; i++) {
+		const struct lj_layout *lj = d->cands[i].layout;
+
+		if (has_disp(disps, nd, lj->g_mainthref) && has_disp(disps, nd, lj->g_cur_L))
+			d->cands[n++] = d->cands[i];
+	}
+	if (n)
+		d->ncands = n;
+}
+
 /* Without DWARF: only the table layouts the build's code agrees with (the
  * offsets its API functions and its interpreter use, code_sites.h). why
  * gets the last reason one was dropped. */
@@ -204,6 +243,8 @@ static void keep_fitting(struct lj_derived *d, const char *path, char *why, size
 		if (code_sites__layout_check(path, d->cands[i].layout, why, whysz))
 			d->cands[n++] = d->cands[i];
 	d->ncands = n;
+	if (n > 1)
+		prefer_close_evidence(d, path);
 	if (n)
 		why[0] = '\0';
 }
@@ -249,15 +290,10 @@ int lj_derive(struct elf_file *ef, const char *path, const char *shown, const ch
 	      struct lj_derived *d, char *err, size_t errsz)
 {
 	char why[256] = "";
-	bool elf64 = false;
-	int machine = elf_file__machine(ef, &elf64);
 
 	memset(d, 0, sizeof(*d));
-	if (machine != EM_X86_64 || !elf64) {
-		snprintf(err, errsz, "%s: a %s ELF file for machine %d; nupp-bpf profiles x86-64 LuaJIT only",
-			 shown, elf64 ? "64-bit" : "32-bit", machine);
+	if (!lj_derive__machine_ok(ef, shown, err, errsz))
 		return -1;
-	}
 	lj_derive__version(ef, &d->version);
 	if (d->version.minor == 0) {
 		snprintf(err, errsz, "%s: %s; nupp-bpf profiles LuaJIT 2.1 (GC64) only", shown, d->version.text);

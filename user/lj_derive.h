@@ -57,6 +57,9 @@ struct lj_derived {
 int lj_derive(struct elf_file *ef, const char *path, const char *shown, const char *root,
 	      struct lj_derived *d, char *err, size_t errsz);
 
+/* Whether ef is an x86-64 ELF64 file; else false with a one-line reason. */
+bool lj_derive__machine_ok(struct elf_file *ef, const char *shown, char *err, size_t errsz);
+
 /* The version string of ef; v->minor is -1 when there is none. */
 void lj_derive__version(struct elf_file *ef, struct lj_version *v);
 

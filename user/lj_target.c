@@ -221,6 +221,11 @@ static int identify(struct lj_target *t, const char *path, const char *shown, __
 
 	if (!ef)
 		return 0;
+	if (is_luajit(ef) && !lj_derive__machine_ok(ef, shown, why, sizeof(why))) {
+		snprintf(hint, hintsz, "%s", why);
+		elf_file__close(ef);
+		return 0;
+	}
 	t->build = registry_match(ef);
 	if (t->build || (is_luajit(ef) && derived_build(t, ef, path, shown, why, sizeof(why)))) {
 		vaddr = elf_file__offset_to_vaddr(ef, off);

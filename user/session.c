@@ -1154,8 +1154,8 @@ int session__run(const struct session_opts *o)
 	r.started = now();
 	if (r.child)
 		release(&r);
-	if (r.unsupported) {
-		r.started = 0;		/* nothing was recorded: no outputs */
+	if (r.unsupported || (r.trace_failed && !sampling(&r))) {
+		r.started = 0;		/* nothing is recorded: no outputs */
 		check_child(&r, true);
 		goto out;
 	}
