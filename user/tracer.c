@@ -36,7 +36,7 @@ struct tr_target {
 	const struct lj_target *t;
 	const struct lj_build *b;
 	pid_t pid;
-	bool b_tree;			/* OpenResty luajit2: lj_debug_frame() locations */
+	bool b_tree;			/* lj_debug_frame() locations (debug_frame_locations) */
 	__u64 zone_state;		/* &nupp_zone_state in the target, 0 none */
 	__u32 jit_flags;		/* J->flags, last seen */
 	struct bpf_link *links[CODE_SITES_MAX_COPIES];	/* one per copy of the site */
@@ -647,6 +647,23 @@ static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list 
 	return level == LIBBPF_WARN && getenv("NUPP_VERBOSE") ? vfprintf(stderr, fmt, ap) : 0;
 }
 
+/* OpenResty's trace_abort() named the location through lj_debug_frame()
+ * from 2019-02-21 (864c72e3) until it merged upstream's frame search again
+ * on 2023-10-06 (82bff39f); upstream always searched down to the first Lua
+ * frame. Bookworm's luajit2 (2023-01-19) is of the first kind. */
+static bool debug_frame_locations(const struct lj_target *t)
+{
+	const struct lj_build *b = lj_target__build(t);
+	__u64 when;
+
+	if (!b->tree || strcmp(b->tree, "luajit2"))
+		return false;
+	if (t->build)
+		return true;
+	when = t->rev ? t->rev->time : t->derived.version.rolling;
+	return when >= 1550807621ULL && when < 1696555301ULL;
+}
+
 static int target_attach(struct tracer *tr, struct tr_target *tg, char *err, size_t errsz)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo);
@@ -657,7 +674,7 @@ static int target_attach(struct tracer *tr, struct tr_target *tg, char *err, siz
 	int nsites;
 
 	tg->b = lj_target__build(t);
-	tg->b_tree = tg->b->tree && !strcmp(tg->b->tree, "luajit2");
+	tg->b_tree = debug_frame_locations(t);
 	/* Until the registry fills them: their places in jit_State / GCtrace. */
 	if (!proc.lj.J_cur_startins)
 		proc.lj.J_cur_startins = proc.lj.J_cur_startpc + 8;
