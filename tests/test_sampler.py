@@ -180,7 +180,7 @@ WORKLOADS = {
     "gcfull": Case("gcfull.lua", (3.5,), ("alloc", "collect"), jp=False,
                    states=(("GC", "collect"), ("compiled", "alloc"))),
 }
-WORKLOAD_BUILDS = ["stock-luajit", "stock-luajit2"]
+WORKLOAD_BUILDS = ["stock-luajit", "stock-luajit2", "sid-luajit"]
 _runs = {}
 
 
@@ -645,7 +645,7 @@ def test_duration(nupp, target):
 
 SHAPES = ["nested", "method", "pcall", "index", "newindex", "add", "concat", "lt", "call",
           "coroutine", "varargs", "tailcall", "from_c", "iterator", "recursion"]
-SHAPE_BUILDS = ["stock-luajit", "stock-luajit2-host"]
+SHAPE_BUILDS = ["stock-luajit", "stock-luajit2-host", "trixie-luajit"]
 
 
 def dumpstack_of(stdout):
