@@ -16,6 +16,7 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -282,6 +283,33 @@ class Run:
     def __str__(self):
         return (f"$ {' '.join(map(str, self.argv))}\nexit {self.returncode}\n"
                 f"--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}")
+
+
+class StealLog:
+    """/proc/stat's steal and busy ticks every 20 ms in a thread, with their
+    CLOCK_MONOTONIC times: the hypervisor's share over any window of the run
+    (steal comes in bursts; a run's average understates one worker's)."""
+
+    def __init__(self):
+        self.points, self.stop = [], threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop.is_set():
+            self.points.append((time.monotonic(), steal_ticks()))
+            time.sleep(0.02)
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
+        self.points.append((time.monotonic(), steal_ticks()))
+
+    def share(self, t0, t1):
+        """Steal share over the samples that bracket [t0, t1]."""
+        before = [p for t, p in self.points if t <= t0] or [self.points[0][1]]
+        after = [p for t, p in self.points if t >= t1] or [self.points[-1][1]]
+        return steal_share(before[-1], after[0])
 
 
 def steal_ticks():

@@ -57,6 +57,17 @@ def test_trace_launch_every_build(name, privileged, lua_build_ready, tmp_path):
     assert "11 trace aborts, 1 blacklisted, 2 sites" in p.stderr
 
 
+def test_trace_launch_through_a_wrapper(privileged, tmp_path):
+    """`env VAR=1 luajit ...`: the wrapper's exec is followed before any Lua
+    runs, so every abort is caught, as when luajit is launched itself."""
+    out = tmp_path / "aborts.csv"
+    p = subprocess.run([str(NUPP), "trace", "-o", str(out), "--", "env", "NUPP_TEST=1",
+                        *STOCK_LUAJIT.argv, str(FNEW)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "45000150000\n"
+    assert read_csv(out)[1:] == FNEW_SITES, p.stderr
+
+
 def test_default_job_writes_every_output(privileged, tmp_path):
     p = subprocess.run([str(NUPP), "-F", "997", "-o", str(tmp_path / "demo"), "--",
                         "/usr/bin/luajit", str(ROOT / "examples" / "demo.lua"), "2"],

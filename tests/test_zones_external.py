@@ -149,3 +149,29 @@ def test_gc_epoch_only_moves_on(privileged, tmp_path):
     assert sum(steps) >= 60, f"too few GC cycles seen: {epochs}"
     rows = parse_collapsed(out.read_text())
     assert any(stack.startswith("[zone late];") for stack, _ in rows), rows
+
+
+def test_zones_from_the_first_sample(privileged, tmp_path):
+    """Attached with --zones to a program that spends all its time inside
+    two zones (3:1 by construction) and has its zone module loaded already:
+    the gate opens before the first sample is counted, so every sample
+    carries a zone, in about that proportion."""
+    p = subprocess.Popen(["/usr/bin/luajit", str(ROOT / "tests/workloads/zoneonly.lua"), "20"],
+                         stdout=subprocess.PIPE, text=True, env=LUA_ENV)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        out = tmp_path / "z.collapsed"
+        r = subprocess.run([str(NUPP), "record", "-p", str(p.pid), "-F", "997", "-d", "2",
+                            "--zones", "-o", str(out)], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        by_zone = {}
+        for stack, n in parse_collapsed(out.read_text()):
+            m = re.match(r"^\[zone ([^\]]*)\];", stack)
+            by_zone[m[1] if m else ""] = by_zone.get(m[1] if m else "", 0) + n
+        assert sum(by_zone.values()) > 1000, by_zone
+        assert set(by_zone) == {"a", "b"}, by_zone
+        assert 2.4 <= by_zone["a"] / by_zone["b"] <= 3.6, by_zone
+    finally:
+        p.kill()
+        p.wait()
+

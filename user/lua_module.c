@@ -340,7 +340,9 @@ static int l_sample(lua_State *L)
 	s->sampler = sampler__open(&o, err, sizeof(err));
 	if (s->sampler)
 		sampler__pause(s->sampler, true);	/* until session_start returns */
-	if (!s->sampler || sampler__add_target(s->sampler, &s->target, err, sizeof(err))) {
+	if (s->zones)		/* a zone module loaded already: zones from the first sample */
+		zones__refresh(s->zones);
+	if (!s->sampler || sampler__add_target(s->sampler, &s->target, s->zones, err, sizeof(err))) {
 		session_close(s);
 		return luaL_error(L, "nupp.profile: %s", err);
 	}

@@ -387,7 +387,8 @@ static void enable_walk_caches(struct sampler *s, struct target *tg)
 	tg->seen_at = monotonic_s();
 }
 
-int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err, size_t errsz)
+int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zones *z,
+			char *err, size_t errsz)
 {
 	const struct lj_layout *lj = &t->layout;
 	const __u32 Lf[] = { lj->L_base, lj->L_stack, lj->L_maxstack };
@@ -442,7 +443,9 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err,
 		.max_frames = s->frames_size / sizeof(struct nupp_frame),
 		.counts_mask = s->table_len - 1,
 		.slot = s->ntargets,
+		.zone_cur = z ? zones__current_addr(z) : 0,
 	};
+	tg->zones = z;
 	tg->sym = symbolizer__new(lj_target__build(t), procmem__reader(&tg->pid));
 	if (!tg->sym) {
 		snprintf(err, errsz, "out of memory");

@@ -40,12 +40,16 @@ struct sampler_stats {
 };
 
 struct sampler;
+struct zones;
 
 struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t errsz);
 void sampler__close(struct sampler *s);
 
-/* Start sampling the process of t (t must outlive the sampler). */
-int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err, size_t errsz);
+/* Start sampling the process of t (t must outlive the sampler), with the
+ * zones of its zone module when z has found them already (else NULL, or
+ * sampler__set_zones later). */
+int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zones *z,
+			char *err, size_t errsz);
 
 /* t's VMs were rescanned (lj_target__scan_vms): a process with exactly one
  * VM lets samples taken in C code, where r14 may not hold DISPATCH, fall back
@@ -62,7 +66,6 @@ void sampler__target_gone(struct sampler *s, pid_t pid);
  * sampler__target_gone: the pid can be added again for the new program. */
 bool sampler__target_execed(struct sampler *s, pid_t pid);
 
-struct zones;
 
 /* Once the target's zone module is found (user/zones.h), samples carry the
  * zone path open in it; z stays the caller's. 0 or -errno. */

@@ -195,6 +195,7 @@ static bool children_listed(char *path, size_t size)
 
 static int attach_target(struct run *r, struct place *pl, bool final);
 static void trace_target(struct run *r, struct place *pl);
+static void trace_zones(struct run *r, struct place *pl);
 
 /* The program's entry point (AT_ENTRY), 0 when unknown. */
 static __u64 entry_point(pid_t pid)
@@ -253,6 +254,22 @@ static bool run_to_entry(struct run *r)
 #define EXEC_WAIT_MS	300	/* how long a command without LuaJIT may take to exec another */
 #define MAX_EXECS	8	/* wrappers followed through (env, chroot, unshare, nice ...) */
 
+/* Whether process pid has started a process (its main thread's children). */
+static bool has_children(pid_t pid)
+{
+	char path[64], c = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	if (fread(&c, 1, 1, f) != 1)
+		c = 0;
+	fclose(f);
+	return c != 0;
+}
+
 /* Stop the running traced child where it is, for a detach: SIGSTOP, which
  * the detach then suppresses; a signal of its own met on the way is
  * handed back in *sig. false when it exited instead. */
@@ -278,8 +295,9 @@ static bool stop_child(struct run *r, int *sig)
 /* A command with no LuaJIT at its entry point is often a wrapper that
  * executes the real program at once (env, chroot, unshare, nice): let it
  * run to its next exec, and stop there, as after the first. Its signals
- * pass on at once. false when it did not exec within EXEC_WAIT_MS (it is
- * then stopped, ready to be detached, with *sig to deliver) or exited. */
+ * pass on at once. false when it did not exec within EXEC_WAIT_MS or
+ * started a process first (it is then stopped, ready to be detached, with
+ * *sig to deliver), or exited. */
 static bool run_to_exec(struct run *r, int *sig)
 {
 	struct timespec t0, now;
@@ -306,9 +324,15 @@ static bool run_to_exec(struct run *r, int *sig)
 				return false;
 			continue;
 		}
+		/* No exec within the wait, or a fork instead (a shell running its
+		 * script): stopped for the detach (or gone); its children are
+		 * followed from the polls on. */
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 > EXEC_WAIT_MS)
-			return stop_child(r, sig);
+		if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 > EXEC_WAIT_MS ||
+		    has_children(r->child)) {
+			stop_child(r, sig);
+			return false;
+		}
 		usleep(1000);
 	}
 }
@@ -444,9 +468,14 @@ static int attach_target(struct run *r, struct place *pl, bool final)
 		goto fail;
 	}
 	pl->identified = true;
-	if (r->sampler && sampler__add_target(r->sampler, t, r->err, sizeof(r->err)))
+	/* A zone module loaded already has its gate opened before the first
+	 * sample is counted: every sample carries its zone. */
+	if (!pl->zones)
+		pl->zones = zones__new(t->pid);
+	if (pl->zones)
+		zones__refresh(pl->zones);
+	if (r->sampler && sampler__add_target(r->sampler, t, pl->zones, r->err, sizeof(r->err)))
 		goto fail;
-	pl->zones = zones__new(t->pid);
 	pl->attached = true;
 	return 1;
 fail:
@@ -489,11 +518,20 @@ static void open_tracer(struct run *r)
 		}
 	if (!r->tracer)
 		tracer_failed(r);
+	for (int i = 0; r->tracer && i < r->nplaces; i++)
+		trace_zones(r, r->places[i]);
 }
 
 /* Attach the trace collector to pl's process, found after the -p ones or
  * launched, opening it with the first that loads LuaJIT. If that one fails,
  * as open_tracer(); a later one is left out with a note. */
+/* The zone state, found before the probe went on, to the trace channel. */
+static void trace_zones(struct run *r, struct place *pl)
+{
+	if (r->tracer && pl->zones && zones__state_addr(pl->zones))
+		tracer__set_zone_state(r->tracer, pl->pid, zones__state_addr(pl->zones));
+}
+
 static void trace_target(struct run *r, struct place *pl)
 {
 	if (!tracing(r) || r->trace_failed)
@@ -501,11 +539,15 @@ static void trace_target(struct run *r, struct place *pl)
 	if (r->tracer) {
 		if (tracer__add_target(r->tracer, &pl->t, r->err, sizeof(r->err)))
 			note("note: trace aborts of PID %d are not collected: %s", pl->pid, r->err);
+		else
+			trace_zones(r, pl);
 		return;
 	}
 	r->tracer = tracer__open(&pl->t, 1, r->o->include_benign, r->err, sizeof(r->err));
 	if (!r->tracer)
 		tracer_failed(r);
+	else
+		trace_zones(r, pl);
 }
 
 /* Follow process pid, a child of parent, from now on, unless it is already

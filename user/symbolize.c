@@ -105,21 +105,30 @@ int sym_escape(struct strbuf *sb, const char *s, size_t n)
 }
 
 /* lj_strfmt_wptr: "0x" and 8 hex digits, 2 more per used byte above 32 bits. */
-static int put_ptr(struct strbuf *sb, __u64 x)
+int symbolize__fmt_ptr(char out[SYMBOLIZE_PTR_MAX], __u64 x)
 {
 	static const char hex[] = "0123456789abcdef";
-	char p[2 + 16];
 	int n = 2 + 8, i;
 
-	if (x == 0)
-		return strbuf__puts(sb, "NULL");
+	if (x == 0) {
+		strcpy(out, "NULL");
+		return 4;
+	}
 	if (x >> 32)
 		n += 2 + 2 * ((31 - __builtin_clz((__u32)(x >> 32))) >> 3);
-	p[0] = '0';
-	p[1] = 'x';
+	out[0] = '0';
+	out[1] = 'x';
 	for (i = n - 1; i >= 2; i--, x >>= 4)
-		p[i] = hex[x & 15];
-	return strbuf__put(sb, p, n);
+		out[i] = hex[x & 15];
+	out[n] = '\0';
+	return n;
+}
+
+static int put_ptr(struct strbuf *sb, __u64 x)
+{
+	char p[SYMBOLIZE_PTR_MAX];
+
+	return strbuf__put(sb, p, symbolize__fmt_ptr(p, x));
 }
 
 static int put_int(struct strbuf *sb, long v)

@@ -108,4 +108,9 @@ int symbolizer__loc(struct symbolizer *s, __u64 pt, __u32 pos, struct strbuf *ou
 /* Frames rendered as SYM_UNKNOWN so far. */
 __u64 symbolizer__unknown(const struct symbolizer *s);
 
+/* A pointer as LuaJIT's "%p" prints it (lj_strfmt_wptr): "0x" and 8 hex
+ * digits, 2 more per byte used above 32 bits, "NULL" for 0. Its length. */
+#define SYMBOLIZE_PTR_MAX 19
+int symbolize__fmt_ptr(char out[SYMBOLIZE_PTR_MAX], __u64 x);
+
 #endif /* NUPP_SYMBOLIZE_H */

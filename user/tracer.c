@@ -113,23 +113,6 @@ static int read_gcstr(pid_t pid, const struct lj_layout *lj, __u64 s, char *out,
 	return len;
 }
 
-/* lj_strfmt_wptr(): "%p" as LuaJIT prints it. */
-static void fmt_ptr(char *out, __u64 x)
-{
-	int n = 2 + 2 * 4, i;
-
-	if (!x) {
-		strcpy(out, "NULL");
-		return;
-	}
-	if (x >> 32)
-		n += 2 + 2 * ((31 - __builtin_clz((__u32)(x >> 32)) + 1) >> 3);
-	out[0] = '0';
-	out[1] = 'x';
-	for (i = n - 1; i >= 2; i--, x >>= 4)
-		out[i] = "0123456789abcdef"[x & 15];
-	out[n] = 0;
-}
 
 /* A number TValue as an int: a double, or (LJ_DUALNUM builds, e.g.
  * LUAJIT_NUMMODE=2) an integer tagged LJ_TISNUM in its low 32 bits. */
@@ -187,7 +170,7 @@ static int proto_loc(const struct tr_target *tg, __u64 pt, __u32 pos, char *out,
 	} else if (len > 40) {
 		char p[24];
 
-		fmt_ptr(p, pt);
+		symbolize__fmt_ptr(p, pt);
 		snprintf(out, outsz, "%s:%d", p, line);
 	} else if (*s == '=') {
 		snprintf(out, outsz, "%s:%d", s + 1, line);

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -577,6 +578,27 @@ static lua_State *lua_setup(void)
 	return L;
 }
 
+/* Pointers as LuaJIT's own "%p" prints them (lj_strfmt_wptr), for values
+ * whose bytes above 32 bits fill 0..4 bytes (its digit count rounds at
+ * byte boundaries: 0xab12345678 has two digits more, not four). */
+static void test_fmt_ptr(lua_State *L)
+{
+	static const __u64 v[] = {
+		0, 1, 0x12345678, 0xffffffff, 0x1ffffffffULL, 0xab12345678ULL, 0xff12345678ULL,
+		0x1ab12345678ULL, 0x7f12345678abULL, 0x8000deadbeefULL, 0xffff12345678ULL,
+		0x7fffffffffffULL,
+	};
+
+	for (unsigned i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		char got[SYMBOLIZE_PTR_MAX];
+		const char *want = lua_pushfstring(L, "%p", (void *)(uintptr_t)v[i]);
+
+		symbolize__fmt_ptr(got, v[i]);
+		check(!strcmp(got, want), "symbolize__fmt_ptr", want, got);
+		lua_pop(L, 1);
+	}
+}
+
 int main(void)
 {
 	lua_State *L;
@@ -590,6 +612,7 @@ int main(void)
 	if (!T.sym || !(L = lua_setup()))
 		return 2;
 	test_escape();
+	test_fmt_ptr(L);
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		run(L, cases[i].name, cases[i].chunkname, cases[i].code, cases[i].expect);
 	run_long(L);

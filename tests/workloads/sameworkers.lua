@@ -5,8 +5,10 @@
 -- Each worker sleeps WAIT seconds (default 0), so that a profiler can find
 -- them all before they work, spends SECONDS of CPU time in work(), then prints
 -- `truth PID CPU-SECONDS` (its os.clock time, all of its own CPU time since
--- the fork but for an instant). The master prints `forked` once all run,
--- waits for them, then prints `workers done`.
+-- the fork but for an instant) and `window PID START END` (CLOCK_MONOTONIC
+-- seconds around its work, so that a test can tell what the host did
+-- meanwhile). The master prints `forked` once all run, waits for them, then
+-- prints `workers done`.
 local ffi = require("ffi")
 ffi.cdef[[
 int fork(void);
@@ -14,7 +16,14 @@ int getpid(void);
 int waitpid(int pid, int *status, int options);
 int usleep(unsigned usec);
 void _exit(int status);
+struct timespec { long tv_sec, tv_nsec; };
+int clock_gettime(int clk, struct timespec *ts);
 ]]
+local ts = ffi.new("struct timespec")
+local function monotonic()
+  ffi.C.clock_gettime(1, ts)		-- CLOCK_MONOTONIC
+  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+end
 local clock = os.clock
 local n, seconds, wait = tonumber(arg[1]), tonumber(arg[2]), tonumber(arg[3]) or 0
 
@@ -31,8 +40,11 @@ for i = 1, n do
   assert(pid >= 0, "fork failed")
   if pid == 0 then
     ffi.C.usleep(wait * 1e6)
+    local t0 = monotonic()
     local sink = work(clock() + seconds)	-- a child's CPU time starts at 0
-    io.stdout:write(("truth %d %.4f\nsink %d\n"):format(ffi.C.getpid(), clock(), sink % 2))
+    local pid = ffi.C.getpid()
+    io.stdout:write(("truth %d %.4f\nwindow %d %.4f %.4f\nsink %d\n"):format(
+      pid, clock(), pid, t0, monotonic(), sink % 2))
     io.stdout:flush()
     ffi.C._exit(0)
   end
