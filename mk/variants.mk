@@ -19,3 +19,4 @@ test-builds: all $(LJ_STAMPS)
 	$(Q)B=$(B) scripts/build-variants.sh
 	$(Q)NUPP_VARIANTS="$$(cd $(B)/variants && ls -d */ | tr -d / | grep -v nogc64 | grep -v nojit | tr '\n' ' ')" \
 		$(PYTEST) tests/test_other_builds.py
+unit-test: variants

@@ -589,6 +589,7 @@ static void test_fmt_ptr(lua_State *L)
 		0x7fffffffffffULL,
 	};
 
+	T.bad = 0;
 	for (unsigned i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
 		char got[SYMBOLIZE_PTR_MAX];
 		const char *want = lua_pushfstring(L, "%p", (void *)(uintptr_t)v[i]);
@@ -597,6 +598,11 @@ static void test_fmt_ptr(lua_State *L)
 		check(!strcmp(got, want), "symbolize__fmt_ptr", want, got);
 		lua_pop(L, 1);
 	}
+	printf("%-4s %s\n", T.bad ? "FAIL" : "ok", "pointers as %p");
+	if (T.bad)
+		T.failed++;
+	else
+		T.passed++;
 }
 
 int main(void)
