@@ -155,7 +155,7 @@ def test_zones_from_the_first_sample(privileged, tmp_path):
     """Attached with --zones to a program that spends all its time inside
     two zones (3:1 by construction) and has its zone module loaded already:
     the gate opens before the first sample is counted, so every sample
-    carries a zone, in about that proportion."""
+    carries a zone, the two in about that proportion."""
     p = subprocess.Popen(["/usr/bin/luajit", str(ROOT / "tests/workloads/zoneonly.lua"), "20"],
                          stdout=subprocess.PIPE, text=True, env=LUA_ENV)
     try:
@@ -169,7 +169,11 @@ def test_zones_from_the_first_sample(privileged, tmp_path):
             m = re.match(r"^\[zone ([^\]]*)\];", stack)
             by_zone[m[1] if m else ""] = by_zone.get(m[1] if m else "", 0) + n
         assert sum(by_zone.values()) > 1000, by_zone
-        assert set(by_zone) == {"a", "b"}, by_zone
+        # Between a leave and the next enter lie a few ns: a sample or two
+        # may fall there; the build before lost every sample before its
+        # first poll (up to 100 ms: tens of samples).
+        assert by_zone.get("", 0) <= 2, f"samples without their zone: {by_zone}"
+        assert set(by_zone) <= {"", "a", "b"}, by_zone
         assert 2.4 <= by_zone["a"] / by_zone["b"] <= 3.6, by_zone
     finally:
         p.kill()
