@@ -760,6 +760,44 @@ def overhead_rows(runs, bcost):
     return rows
 
 
+def latency_table(a, lat):
+    """The "Attach to first sample" part of the report, as lines."""
+    L = []
+    firsts = [r["first"] for r in lat if r.get("first") is not None]
+    d1 = [r["d1_minus_1"] for r in lat if "d1_minus_1" in r]
+    ufirsts = [r["unseen_first"] for r in lat if r.get("unseen_first") is not None]
+    ud1 = [r["unseen_d1_minus_1"] for r in lat if "unseen_d1_minus_1" in r]
+    derive = next((r for r in lat if "derive" in r), None)
+    L += ["", "### Attach to first sample", "",
+          "Target `luajit tests/bench/driver.lua deep` already spinning; clock starts just before "
+          "spawning `nupp-bpf record -p PID -F 997 -d 1 -o /dev/null`. *first sample*: until "
+          "nupp-bpf's `counts` table (read through mmap, polled every 2 ms) holds a stack; covers exec, build identification, BPF load, attach "
+          "and the first timer tick. *-d 1 wall − 1 s*: the whole command minus its 1 s of "
+          "recording (start-up + up to one 100 ms poll + collection, output, teardown). "
+          "%d runs%s." % (a.latency_reps, "" if len(firsts) == a.latency_reps else
+                          ", %d without a first sample seen" % (a.latency_reps - len(firsts))), "",
+          "| measure | median | min | max |", "|---|---:|---:|---:|"]
+    for name, xs in (("first sample", firsts), ("-d 1 wall − 1 s", d1),
+                     ("first sample, unseen stripped build", ufirsts),
+                     ("-d 1 wall − 1 s, unseen stripped build", ud1)):
+        if xs:
+            L.append("| %s | %.0f ms | %.0f ms | %.0f ms |"
+                     % (name, med(xs) * 1e3, min(xs) * 1e3, max(xs) * 1e3))
+    if derive:
+        L += ["", "The unseen build: `%s`, stripped, described from its code (version, revision "
+              "table, code sites), run after run with the known one above. Identification alone "
+              "(`nupp-bpf inspect FILE`, 3 runs each, CPU time and peak RSS of the whole process):"
+              % os.path.relpath(derive["unseen"], ROOT), "",
+              "| file | CPU | peak RSS |", "|---|---:|---:|"]
+        for path in dict.fromkeys(d["path"] for d in derive["derive"]):
+            ds = [d for d in derive["derive"] if d["path"] == path]
+            L.append("| `%s` | %.1f ms | %.1f MiB |" % (
+                os.path.relpath(path, ROOT) if path.startswith(ROOT) else path,
+                med([d["cpu_ms"] for d in ds]), med([d["maxrss_kb"] for d in ds]) / 1024))
+
+    return L
+
+
 def write_report(a, info, runs, bcost, lat, many, started):
     L = [BEGIN, "## Sampler overhead (`scripts/bench-sampler.py`)", ""]
     L.append("Produced by `make bench` → `/usr/bin/python3 scripts/bench-sampler.py --rounds %d` "
@@ -832,38 +870,7 @@ def write_report(a, info, runs, bcost, lat, many, started):
             med([r["runs"] for r in rs]), med([r["samples"] for r in rs]),
             "yes" if rs[0]["truncated"] else "no"))
 
-    firsts = [r["first"] for r in lat if r.get("first") is not None]
-    d1 = [r["d1_minus_1"] for r in lat if "d1_minus_1" in r]
-    ufirsts = [r["unseen_first"] for r in lat if r.get("unseen_first") is not None]
-    ud1 = [r["unseen_d1_minus_1"] for r in lat if "unseen_d1_minus_1" in r]
-    derive = next((r for r in lat if "derive" in r), None)
-    L += ["", "### Attach to first sample", "",
-          "Target `luajit tests/bench/driver.lua deep` already spinning; clock starts just before "
-          "spawning `nupp-bpf record -p PID -F 997 -d 1 -o /dev/null`. *first sample*: until "
-          "nupp-bpf's `counts` table (read through mmap, polled every 2 ms) holds a stack; covers exec, build identification, BPF load, attach "
-          "and the first timer tick. *-d 1 wall − 1 s*: the whole command minus its 1 s of "
-          "recording (start-up + up to one 100 ms poll + collection, output, teardown). "
-          "%d runs%s." % (a.latency_reps, "" if len(firsts) == len(lat) else
-                          ", %d without a first sample seen" % (len(lat) - len(firsts))), "",
-          "| measure | median | min | max |", "|---|---:|---:|---:|"]
-    for name, xs in (("first sample", firsts), ("-d 1 wall − 1 s", d1),
-                     ("first sample, unseen stripped build", ufirsts),
-                     ("-d 1 wall − 1 s, unseen stripped build", ud1)):
-        if xs:
-            L.append("| %s | %.0f ms | %.0f ms | %.0f ms |"
-                     % (name, med(xs) * 1e3, min(xs) * 1e3, max(xs) * 1e3))
-    if derive:
-        L += ["", "The unseen build: `%s`, stripped, described from its code (version, revision "
-              "table, code sites), run after run with the known one above. Identification alone "
-              "(`nupp-bpf inspect FILE`, 3 runs each, CPU time and peak RSS of the whole process):"
-              % os.path.relpath(derive["unseen"], ROOT), "",
-              "| file | CPU | peak RSS |", "|---|---:|---:|"]
-        for path in dict.fromkeys(d["path"] for d in derive["derive"]):
-            ds = [d for d in derive["derive"] if d["path"] == path]
-            L.append("| `%s` | %.1f ms | %.1f MiB |" % (
-                os.path.relpath(path, ROOT) if path.startswith(ROOT) else path,
-                med([d["cpu_ms"] for d in ds]), med([d["maxrss_kb"] for d in ds]) / 1024))
-
+    L += latency_table(a, lat)
     L += ["", "### nupp-bpf's own CPU and memory at 997 Hz", "",
           "From the `nupp 997` runs above (`nupp-bpf record -p PID -o /dev/null -F 997`), `wait4` "
           "on nupp-bpf. *total*: all its CPU time, start-up included. *while recording*: CPU time "
@@ -1008,6 +1015,8 @@ def main():
     p.add_argument("--concurrent", nargs="+", metavar="NUPP[@DEPTH]",
                    help="only compare the BPF run time per sample of these builds, attached "
                         "to one target at once (the first is the reference; DEPTH default 16)")
+    p.add_argument("--latency-only", action="store_true",
+                   help="only attach to first sample, known and unseen build: a table on stdout")
     p.add_argument("--many-only", action="store_true",
                    help="only measure the many-targets part and print it (no report); with "
                         "--compare, of each build in turn")
@@ -1037,6 +1046,9 @@ def main():
             return
         if a.concurrent:
             bpf_concurrent(a)
+            return
+        if a.latency_only:
+            print("\n".join(latency_table(a, latency(a))))
             return
         if a.many_only:
             many_compare(a)
