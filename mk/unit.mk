@@ -22,6 +22,7 @@ $(UNIT_DIR)/test_%.o: tests/unit/test_%.c $(wildcard user/*.h bpf/*.h)
 
 $(UNIT_DIR)/test_symbolize: $(patsubst %,$(UNIT_DIR)/%.o,symbolize procmem elf_file)
 $(UNIT_DIR)/test_code_sites: $(patsubst %,$(UNIT_DIR)/%.o,code_sites elf_file)
+$(UNIT_DIR)/test_profile: $(patsubst %,$(UNIT_DIR)/%.o,profile keymap)
 
 $(UNIT_DIR)/test_%: $(UNIT_DIR)/test_%.o $(B)/obj/lj_builds.o
 	$(call msg,LD,$@)

@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -837,3 +838,20 @@ def test_make_install_layout(tmp_path):
                            capture_output=True, text=True, env={}).stdout
     assert "/usr/local/share/lua/5.1/?.lua" in paths
     assert "/usr/local/lib/lua/5.1/?.so" in paths
+
+
+def test_zone_filter_is_the_clis(tmp_path):
+    """The API's zone filter answers every case of
+    tests/fixtures/zone_filter.tsv as the CLI's --zone does
+    (tests/unit/test_profile.c runs the same file through user/profile.c)."""
+    cases = [line.split("\t") for line in
+             (Path(__file__).parent / "fixtures" / "zone_filter.tsv").read_text().splitlines()
+             if line and not line.startswith("#")]
+    out = run_lua(tmp_path, PRELUDE + """
+        local got = {}
+        for _, c in ipairs(T.cases) do got[#got + 1] = profile._inzone(c[1], c[2]) and "1" or "0" end
+        T.emit({got = got})
+    """.replace("T.cases", "{" + ",".join("{%s,%s}" % (json.dumps(c[0]), json.dumps(c[1]))
+                                          for c in cases) + "}"))
+    assert out["got"] == [c[2] for c in cases], list(zip(cases, out["got"]))
+

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_profile.c - the zone filter and root cut of user/profile.c, without
+ * root or BPF. The zone filter's cases are tests/fixtures/zone_filter.tsv,
+ * which tests/test_lua_api.py runs through the Lua API's filter too: one
+ * rule for `--zone` and profile.sample{zone = ...}.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "profile.h"
+
+static int failed, passed;
+
+static void zone_cases(const char *path)
+{
+	char line[512];
+	FILE *f = fopen(path, "r");
+	int n = 0;
+
+	if (!f) {
+		perror(path);
+		exit(2);
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *zone = line, *filter, *want;
+
+		if (line[0] == '#')
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		filter = strchr(zone, '\t');
+		want = filter ? strchr(filter + 1, '\t') : NULL;
+		if (!want)
+			continue;
+		*filter++ = '\0';
+		*want++ = '\0';
+		n++;
+		if (zone__under(zone, filter) == (atoi(want) == 1)) {
+			passed++;
+		} else {
+			failed++;
+			printf("FAIL zone__under(\"%s\", \"%s\") != %s\n", zone, filter, want);
+		}
+	}
+	fclose(f);
+	printf("%-4s zone filter, %d cases\n", failed ? "FAIL" : "ok", n);
+}
+
+static void cut_cases(void)
+{
+	static const struct { const char *stack, *root, *want; } v[] = {
+		{ "a.lua:0;m.lua:run;m.lua:f", "m.lua", "m.lua:run;m.lua:f" },
+		{ "m.lua:run;x.lua:g", "m.lua", "m.lua:run;x.lua:g" },
+		{ "a.lua:0;b.lua:f", "m.lua", "a.lua:0;b.lua:f" },
+		{ "a.lua:0;mm.lua:f", "m.lua", "a.lua:0;mm.lua:f" },
+	};
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		const char *got = stack__cut_root(v[i].stack, v[i].root);
+
+		if (!strcmp(got, v[i].want)) {
+			passed++;
+		} else {
+			failed++;
+			printf("FAIL stack__cut_root(\"%s\", \"%s\") = \"%s\"\n", v[i].stack, v[i].root, got);
+		}
+	}
+	printf("ok   root cut\n");
+}
+
+int main(int argc, char **argv)
+{
+	zone_cases(argc > 1 ? argv[1] : "tests/fixtures/zone_filter.tsv");
+	cut_cases();
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
