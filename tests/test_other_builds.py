@@ -37,15 +37,21 @@ FNEW_SITES = [
 MIXED = re.compile(r"^@0x[0-9a-f]+;mixed\.lua:0;mixed\.lua:outer;mixed\.lua:(compiled|interpreted)$")
 
 
-def stripped(name, tmp_path):
-    """A stripped copy of variant name's luajit, as a distribution ships it."""
+def stripped(name, tmp_path, keep="nothing"):
+    """A copy of variant name's luajit as a distribution ships it: stripped
+    (keep="nothing"), with its symbols but no DWARF ("symbols"), or whole
+    ("dwarf")."""
     src = VARIANT_DIR / name / "src" / "luajit"
     if not src.exists():
         pytest.fail(f"variant {name} is not built ({src}): run `make variants`", pytrace=False)
     dst = tmp_path / "luajit"
-    subprocess.run(["strip", "--strip-all", "-o", str(dst), str(src)], check=True)
+    flag = {"nothing": ["--strip-all"], "symbols": ["--strip-debug"], "dwarf": []}[keep]
+    if flag:
+        subprocess.run(["strip", *flag, "-o", str(dst), str(src)], check=True)
+    else:
+        shutil.copy(src, dst)
     out = subprocess.run(["readelf", "-S", str(dst)], capture_output=True, text=True).stdout
-    assert ".symtab" not in out and ".debug_info" not in out
+    assert (".symtab" in out) == (keep != "nothing") and (".debug_info" in out) == (keep == "dwarf")
     return dst
 
 
@@ -74,6 +80,24 @@ def test_variant_sampler(privileged, tmp_path, name):
     assert good >= 0.97, (good, rows)
     for fn in ("compiled", "interpreted"):
         assert share(rows, lambda f: f[-1] == f"mixed.lua:{fn}") >= 0.15, rows
+
+
+@pytest.mark.parametrize("keep", ["symbols", "dwarf"])
+def test_unstripped_variant(privileged, tmp_path, keep):
+    """Unstripped, with and without DWARF: both channels, the layout from
+    DWARF when there is some, else from the revision table, the sites from
+    the symbols (checked against the code)."""
+    exe = stripped("luajit-clang-O2", tmp_path, keep)
+    info = subprocess.run([str(NUPP), "inspect", str(exe)], capture_output=True, text=True).stdout
+    layout = "layout from DWARF" if keep == "dwarf" else "layout from revision table"
+    assert layout in info and "sites from symbols" in info, info
+    r = run(["-F", 997, "-o", tmp_path / "m", "--", exe, WORKLOADS / "mixed.lua", 2])
+    assert r.returncode == 0 and "not collected" not in r.stderr, r.stderr
+    rows = parse_collapsed((tmp_path / "m.collapsed").read_text())
+    assert share(rows, lambda f: bool(MIXED.match(";".join(f)))) >= 0.97, rows
+    out = tmp_path / "a.csv"
+    r = run(["trace", "-o", out, "--", exe, FNEW])
+    assert r.returncode == 0 and read_csv(out)[1:] == FNEW_SITES, r.stderr
 
 
 @pytest.mark.parametrize("name", VARIANTS)
