@@ -134,9 +134,9 @@ static void draw(FILE *out, const struct node *n, double x, int level, int heigh
 	}
 }
 
-int flamegraph__write(const struct profile *p, const struct render_opts *o, const char *title,
-		      FILE *out)
+int flamegraph__write(const struct profile *p, const struct render_opts *o, FILE *out)
 {
+	const char *title = p->title ? p->title : "nupp-bpf";
 	struct node root = { .name = "all" };
 	int height, ret = -1;
 	double legend_x = 10;

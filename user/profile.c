@@ -83,6 +83,42 @@ long profile__frame(struct profile *p, const struct profile_frame *f)
 	return at;
 }
 
+/* A function's identity: its name, file and first line, as one byte string. */
+static char *function_key(const struct profile_frame *f, size_t *len)
+{
+	char *key = NULL;
+	int n = asprintf(&key, "%s%c%s%c%u", f->name, 0, f->file, 0, f->start_line);
+
+	*len = n < 0 ? 0 : (size_t)n;
+	return n < 0 ? NULL : key;
+}
+
+long profile__functions(const struct profile *p, __u32 *fn, __u32 *first)
+{
+	struct keymap index = {};
+	long n = 0;
+
+	for (size_t i = 0; i < p->nframes; i++) {
+		size_t len;
+		char *key = function_key(&p->frames[i], &len);
+		long at = key ? keymap__get(&index, key, len) : -1;
+
+		if (key && at < 0 && !keymap__put(&index, key, len, n)) {
+			if (first)
+				first[n] = i;
+			at = n++;
+		}
+		free(key);
+		if (at < 0) {
+			n = -1;
+			break;
+		}
+		fn[i] = at;
+	}
+	keymap__free(&index);
+	return n;
+}
+
 /* The names of frames[0..n) joined by ';'; malloc'ed, NULL when out of memory. */
 static char *stack_join(const struct profile *p, const __u32 *frames, __u32 n)
 {

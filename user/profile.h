@@ -79,6 +79,13 @@ extern const char *const profile_state_names[NUPP_ST_MAX];
  * of memory. */
 long profile__frame(struct profile *p, const struct profile_frame *f);
 
+/* Number p's functions: frames of one name, file and first line are one
+ * function, as collapsed stacks merge them (its frames differ in the line
+ * being run; C functions of one name at two addresses are one). fn[i] receives frame i's function, first[k] (when
+ * not NULL) the frame function k was first seen as; both hold nframes
+ * entries. The number of functions, or -1 when out of memory. */
+long profile__functions(const struct profile *p, __u32 *fn, __u32 *first);
+
 /* Add a row of frames[0..n) (indexes from profile__frame, outermost first;
  * copied, as the zone is); its index, or -1 when out of memory. */
 long profile__add(struct profile *p, __u32 pid, __u32 tid, __u64 g, const char *zone,
