@@ -1,7 +1,8 @@
 #!/bin/sh
 # Install the Debian 12 packages nupp-bpf builds and tests with, and a deb-src
 # entry so `apt-get source luajit luajit2` works. Idempotent; silent when there
-# is nothing to do.
+# is nothing to do. The format tests also fetch speedscope with npm, which
+# comes with the machine's Node.js.
 set -eu
 
 PKGS="make gcc clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev pkg-config \
