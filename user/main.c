@@ -38,8 +38,8 @@ static const char doc[] =
 "  sudo nupp-bpf -p 1234                  # profile and trace a running process\n"
 "  sudo nupp-bpf record -p 1234 -d 10     # 10 s of samples to nupp-1234.collapsed\n"
 "  sudo nupp-bpf record -F 997 -o - -- luajit app.lua > app.collapsed\n"
-"  sudo nupp-bpf record -p 1234 -d 10 -o app.pb.gz   # go tool pprof -top app.pb.gz\n"
-"  sudo nupp-bpf record -p 1234 -o app.json -o app.svg   # speedscope and a flame graph\n"
+"  sudo nupp-bpf record -p 1234 -o app.pb.gz      # pprof: go tool pprof\n"
+"  sudo nupp-bpf record -p 1234 -o a.json -o a.svg # speedscope, flame graph\n"
 "  sudo nupp-bpf trace -p 1234 -o aborts.csv\n"
 "  flamegraph.pl nupp-1234.collapsed > flame.svg\n";
 
@@ -61,7 +61,8 @@ static const struct argp_option options[] = {
 	{ "depth", OPT_DEPTH, "N", 0, "Frames per stack (default 16, at most 127)", 1 },
 	{ "root", OPT_ROOT, "MODULE", 0, "Cut stacks back to their outermost frame from MODULE", 1 },
 	{ "zone", OPT_ZONE, "PREFIX", 0, "Keep only samples and aborts under this zone path", 1 },
-	{ "threads", OPT_THREADS, NULL, 0, "Start each stack with a [pid/tid vm ADDR] frame", 1 },
+	{ "threads", OPT_THREADS, NULL, 0, "Start each stack with a [pid/tid vm ADDR] frame "
+	  "(pprof: pid, tid and vm labels; speedscope: a profile per thread)", 1 },
 	{ "zones", OPT_ZONES, NULL, 0, "Start each stack with a [zone PATH] frame", 1 },
 	{ "max-stacks", OPT_MAX_STACKS, "N", 0, "Distinct stacks kept in the kernel (default 65536)", 1 },
 	{ "include-benign", OPT_BENIGN, NULL, 0, "trace: also count aborts that are normal trace formation", 2 },
