@@ -61,7 +61,10 @@ static int keep(struct codemap *m, const struct proc_mapping *pm)
 		m->cap = cap;
 	}
 	m->maps[m->n] = (struct code_mapping){ pm->start, pm->end, pm->off, strdup(pm->file) };
-	return m->maps[m->n].file ? (int)(m->n++, 0) : -1;
+	if (!m->maps[m->n].file)
+		return -1;
+	m->n++;
+	return 0;
 }
 
 static void read_maps(struct codemap *m)

@@ -39,13 +39,12 @@ static int thread_cmp(const struct profile_row *x, const struct profile_row *y)
 	return x->g < y->g ? -1 : x->g > y->g;
 }
 
-static bool by_thread;	/* qsort has no context argument: --threads */
-
-static int row_cmp(const void *a, const void *b)
+/* By thread first when there is a profile per thread (by_thread). */
+static int row_cmp(const void *a, const void *b, void *by_thread)
 {
 	const struct profile_row *x = *(const struct profile_row *const *)a;
 	const struct profile_row *y = *(const struct profile_row *const *)b;
-	int c = by_thread ? thread_cmp(x, y) : 0;
+	int c = *(const bool *)by_thread ? thread_cmp(x, y) : 0;
 
 	if (!c)
 		c = strcmp(x->zone, y->zone);
@@ -61,8 +60,7 @@ static int sort_rows(struct writer *w)
 	for (size_t i = 0; i < w->p->nrows; i++)
 		if (profile_row__kept(&w->p->rows[i], w->o))
 			w->rows[w->nrows++] = &w->p->rows[i];
-	by_thread = w->o->threads;
-	qsort(w->rows, w->nrows, sizeof(*w->rows), row_cmp);
+	qsort_r(w->rows, w->nrows, sizeof(*w->rows), row_cmp, (void *)&w->o->threads);
 	return 0;
 }
 
