@@ -294,7 +294,7 @@ def test_flamegraph_title_zoom_search_hover(demo, tmp_path):
     assert first["title"] == demo.title
     m = re.fullmatch(r"(\d+\.\d) s from \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, (\d+) samples at "
                      rf"{FREQ} Hz", first["subtitle"])
-    assert m and int(m[2]) == demo.total and 1.5 < float(m[1]) < 4, first["subtitle"]
+    assert m and int(m[2]) == demo.total and 1.5 < float(m[1]) < 60, first["subtitle"]
     # Width is samples; every frame is drawn, its name cut to fit.
     frames0 = shown(first)
     assert frames0["all"]["x"] == 10 and frames0["all"]["width"] == 1180

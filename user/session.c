@@ -973,6 +973,21 @@ static void describe_profile(struct run *r, struct profile *p)
 	p->duration_ns = (now() - r->started) * 1e9;
 }
 
+/* Write one of the profile's files and finish it; 0, or 1 with an error
+ * line. A writer that ran out of memory leaves no half-written file. */
+static int write_profile_out(struct run *r, const struct profile *p, struct profile_out *po)
+{
+	if (format__write(p, &r->o->render, po->format, po->out.f)) {
+		if (!ferror(po->out.f)) {
+			session__error("out of memory while writing %s", po->name);
+			output__discard(&po->out);
+			return 1;
+		}
+		errno = EIO;	/* for close_one's message: stdio's errno may be stale */
+	}
+	return close_one(&po->out) ? 0 : 1;
+}
+
 /* Samples: every file of the profile, in its format, and the summary. */
 static int finish_samples(struct run *r)
 {
@@ -987,14 +1002,8 @@ static int finish_samples(struct run *r)
 		return 1;
 	}
 	describe_profile(r, &p);
-	for (int i = 0; i < r->npouts; i++) {
-		struct profile_out *po = &r->pouts[i];
-
-		if (format__write(&p, &r->o->render, po->format, po->out.f))
-			errno = EIO;
-		if (!close_one(&po->out))
-			ret = 1;
-	}
+	for (int i = 0; i < r->npouts; i++)
+		ret |= write_profile_out(r, &p, &r->pouts[i]);
 	if (r->o->summary) {
 		long stacks = collapsed_text(&p, &r->o->render, &text);
 
