@@ -38,7 +38,7 @@ import jsonschema
 import pytest
 
 import browser
-from conftest import (BUILDS, NUPP, ROOT, STOCK_LUAJIT, frames, parse_collapsed, parse_summary,
+from conftest import (BUILD, NUPP, ROOT, STOCK_LUAJIT, frames, parse_collapsed, parse_summary,
                       workload)
 
 DEMO = ROOT / "examples" / "demo.lua"
@@ -414,6 +414,36 @@ def test_threads_as_labels_and_profiles(privileged, lua_build_ready, tmp_path):
     doc = json.loads(paths[2].read_text())
     got = {p["name"]: sum(p["weights"]) for p in doc["profiles"]}
     assert got == {f"{pid}/{tid} vm {vm}": n for (pid, tid, vm), n in per_thread.items()}
+
+
+def test_zones_as_labels_and_frames(privileged, tmp_path):
+    """--zones on a script that uses nupp.profile.zone: collapsed stacks and
+    speedscope start each stack with its [zone PATH] frame, alike; pprof
+    labels each sample with its zone, with the same counts."""
+    env = {"LUA_PATH": f"{BUILD}/lua/?.lua;;", "LUA_CPATH": f"{BUILD}/lua/?.so;;"}
+    script = subprocess.Popen(["/usr/bin/luajit", str(workload("zonecost.lua")), "6"],
+                              stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        script.stdout.readline()		# its first window: it runs
+        paths = [tmp_path / f"z.{ext}" for ext in ("collapsed", "pb.gz", "json")]
+        argv = [str(NUPP), "record", "-p", str(script.pid), "-F", "499", "-d", "2", "--zones"]
+        for p in paths:
+            argv += ["-o", str(p)]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    finally:
+        script.kill()
+        script.wait()
+    assert r.returncode == 0, r.stderr
+    rows = parse_collapsed(paths[0].read_text())
+    by_zone = Counter()
+    for stack, count in rows:
+        m = re.match(r"^\[zone ([^\]]*)\];", stack)
+        if m:
+            by_zone[m[1]] += count
+    assert len(by_zone) >= 2, by_zone
+    assert pprof_tags(paths[1])["zone"] == by_zone
+    doc = json.loads(paths[2].read_text())
+    assert expand_speedscope(doc, doc["profiles"][0]) == Counter(dict(rows))
 
 
 def run_in(tmp_path, *args):
