@@ -1,13 +1,15 @@
 #!/bin/sh
 # Install the Debian 12 packages nupp-bpf builds and tests with, and a deb-src
 # entry so `apt-get source luajit luajit2` works. Idempotent; silent when there
-# is nothing to do.
+# is nothing to do. The format tests also fetch speedscope with npm, which
+# comes with the machine's Node.js.
 set -eu
 
 PKGS="make gcc clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev pkg-config \
       luajit libluajit-5.1-dev systemtap-sdt-dev python3 python3-pytest \
       dpkg-dev devscripts binutils libssl-dev gdb libcapstone-dev libdw-dev \
-      debootstrap"
+      debootstrap protobuf-c-compiler libprotobuf-c-dev golang-go chromium \
+      python3-jsonschema"
 
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo

@@ -71,6 +71,16 @@ def _usage_cases():
         (["record"], "nothing to profile: give -p PID or -- CMD ARGS"),
         (["record", "--children", "--", "luajit", "x.lua"],
          "--children goes with -p (a launched command's children are always profiled)"),
+        (["record", "--format", "perf", "-p", "1"],
+         "--format is collapsed, pprof, speedscope or svg, not 'perf'"),
+        (["record", "--format", "pprof", "-o", "a", "-o", "b", "-p", "1"],
+         "--format goes with one -o: with several, each file's extension names its format"),
+        (["record", "-o", "-", "-o", "-", "-p", "1"], "at most one -o -"),
+        (["trace", "--format", "pprof", "-p", "1"],
+         "--format and --svg are for the profile (record or the default job); trace writes CSV"),
+        (["-o", "a", "-o", "b", "-p", "1"],
+         "several -o are for record (trace writes one CSV file, the default job takes one "
+         "-o NAME)"),
     ]
 
 

@@ -1,14 +1,28 @@
 // SPDX-License-Identifier: MIT
-/* flamegraph.c - a self-contained SVG flame graph of a profile. */
+/*
+ * flamegraph.c - an interactive SVG flame graph of a profile (flamegraph.h).
+ *
+ * The rows are merged into a tree by their collapsed text, then drawn
+ * depth first. Every frame carries what the script needs to lay it out
+ * again (its offset and width in samples, its level, its full name and
+ * state counts), so that zooming and searching need nothing but the file.
+ */
 #define _GNU_SOURCE
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "flamegraph.h"
+#include "flamegraph_js.h"
+#include "formats.h"
 
-#define WIDTH		1200.0	/* px */
-#define ROW		17	/* px per frame */
-#define CHAR_PX		7.0	/* approximate width of a 12px monospace glyph */
-#define MIN_PX		0.3	/* frames narrower than this are not drawn */
+#define WIDTH		1200.0	/* px, the image */
+#define PAD		10.0	/* px, left and right of the frames */
+#define ROW		16	/* px per frame */
+#define TOP		84	/* px above the frames: title, legend, buttons */
+#define FOOT		48	/* px below: the hovered frame, the search */
+#define CHAR_PX		7.22	/* a 12px monospace glyph, until the script measures it */
+#define MIN_PX		0.1	/* frames narrower than this are not drawn */
 
 struct node {
 	char *name;
@@ -18,12 +32,15 @@ struct node {
 	size_t nkids, cap;
 };
 
-static const char *const state_names[NUPP_ST_MAX] = {
-	"compiled", "interpreted", "C", "GC", "compiling",
+/* Hue, saturation and lightness of each state's frames. */
+static const double state_hsl[NUPP_ST_MAX][3] = {
+	{ 112, 0.45, 0.56 }, { 32, 0.85, 0.58 }, { 210, 0.60, 0.62 },
+	{ 0, 0.0, 0.66 }, { 280, 0.40, 0.64 },
 };
-static const char *const state_colors[NUPP_ST_MAX] = {
-	"#6cc36c", "#f0a03c", "#5b9bd5", "#a0a0a0", "#b07cc6",
-};
+
+/* ---------------------------------------------------------------------------
+ * The tree
+ */
 
 static struct node *child(struct node *n, const char *name, size_t len)
 {
@@ -70,6 +87,40 @@ static int insert(struct node *root, const char *stack, const __u64 state[NUPP_S
 	return 0;
 }
 
+/* The rows that pass the filters, by their collapsed text. */
+static int build(struct node *root, const struct profile *p, const struct render_opts *o)
+{
+	for (size_t i = 0; i < p->nrows; i++) {
+		const struct profile_row *r = &p->rows[i];
+		char *text;
+		int err;
+
+		if (!profile_row__kept(r, o))
+			continue;
+		if (!(text = profile_row__text(r, o)))
+			return -1;
+		err = insert(root, text, r->state);
+		free(text);
+		if (err)
+			return -1;
+	}
+	return 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct node *)a)->name, ((const struct node *)b)->name);
+}
+
+/* Children in name order, as FlameGraph draws them: the same stacks give
+ * the same picture. */
+static void sort_tree(struct node *n)
+{
+	qsort(n->kids, n->nkids, sizeof(*n->kids), name_cmp);
+	for (size_t i = 0; i < n->nkids; i++)
+		sort_tree(&n->kids[i]);
+}
+
 static void node_free(struct node *n)
 {
 	for (size_t i = 0; i < n->nkids; i++)
@@ -91,86 +142,217 @@ static int depth_of(const struct node *n)
 	return d + 1;
 }
 
-static void put_escaped(FILE *out, const char *s, size_t max)
+/* ---------------------------------------------------------------------------
+ * Drawing
+ */
+
+static int top_state(const __u64 state[NUPP_ST_MAX])
 {
-	for (size_t i = 0; s[i] && i < max; i++) {
-		switch (s[i]) {
-		case '<': fputs("&lt;", out); break;
-		case '>': fputs("&gt;", out); break;
-		case '&': fputs("&amp;", out); break;
-		case '"': fputs("&quot;", out); break;
-		default: fputc(s[i], out);
-		}
+	int top = 0;
+
+	for (int i = 1; i < NUPP_ST_MAX; i++)
+		if (state[i] > state[top])
+			top = i;
+	return top;
+}
+
+/* hsl to "#rrggbb" (CSS Color 4's formula). */
+static void hsl_hex(double h, double s, double l, char out[8])
+{
+	double a = s * fmin(l, 1 - l);
+	int rgb[3];
+
+	for (int i = 0; i < 3; i++) {
+		double k = fmod((double[]){ 0, 8, 4 }[i] + h / 30, 12);
+
+		rgb[i] = (int)lround(255 * (l - a * fmax(-1, fmin(fmin(k - 3, 9 - k), 1))));
+	}
+	snprintf(out, 8, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
+}
+
+/* The color of a frame: its state's, a little lighter or darker by a hash
+ * of its name, so that neighbours in one state stay apart and a function
+ * keeps its shade wherever it appears. */
+static void frame_color(const struct node *n, char out[8])
+{
+	const double *c = state_hsl[top_state(n->state)];
+	unsigned h = 2166136261u;
+
+	for (const char *s = n->name; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	hsl_hex(c[0] + (int)(h % 9) - 4, c[1], c[2] + ((int)(h / 9 % 9) - 4) * 0.012, out);
+}
+
+/* The hover text: the name, its samples and their split by state. */
+static void put_title(FILE *out, const struct node *n, __u64 total)
+{
+	fputs("<title>", out);
+	format__put_xml(out, n->name, (size_t)-1);
+	fprintf(out, " (%llu samples, %.1f%%", (unsigned long long)n->total, 100.0 * n->total / total);
+	for (int i = 0; i < NUPP_ST_MAX; i++)
+		if (n->state[i])
+			fprintf(out, "; %s %.1f%%", profile_state_names[i], 100.0 * n->state[i] / n->total);
+	fputs(")</title>", out);
+}
+
+/* As much of the name as fits in w px, as the script cuts it. */
+static void put_label(FILE *out, const char *name, double w)
+{
+	long fits = (long)((w - 6) / CHAR_PX);
+	size_t len = 0;
+
+	for (const unsigned char *u = (const unsigned char *)name; *u; u++)
+		len += (*u & 0xc0) != 0x80;	/* characters, not bytes */
+	if ((long)len <= fits) {
+		format__put_xml(out, name, (size_t)-1);
+	} else if (fits >= 3) {
+		format__put_xml(out, name, fits - 2);
+		fputs("..", out);
 	}
 }
 
-static void draw(FILE *out, const struct node *n, double x, int level, int height, double px_per)
+struct canvas {
+	FILE *out;
+	__u64 total;
+	int depth;
+};
+
+static void draw(const struct canvas *c, const struct node *n, __u64 offset, int level)
 {
-	double w = n->total * px_per, y = height - (level + 1) * ROW;
-	int top = 0;
+	double w = n->total * (WIDTH - 2 * PAD) / c->total;
+	double x = PAD + offset * (WIDTH - 2 * PAD) / c->total;
+	int y = TOP + (c->depth - level - 1) * ROW;
+	char color[8];
 
 	if (w < MIN_PX)
 		return;
-	for (int i = 1; i < NUPP_ST_MAX; i++)
-		if (n->state[i] > n->state[top])
-			top = i;
-	fputs("<g><title>", out);
-	put_escaped(out, n->name, (size_t)-1);
-	fprintf(out, " (%llu samples", (unsigned long long)n->total);
+	frame_color(n, color);
+	fputs("<g class=\"f\" data-n=\"", c->out);
+	format__put_xml(c->out, n->name, (size_t)-1);
+	fprintf(c->out, "\" data-o=\"%llu\" data-s=\"%llu\" data-l=\"%d\" data-st=\"",
+		(unsigned long long)offset, (unsigned long long)n->total, level);
 	for (int i = 0; i < NUPP_ST_MAX; i++)
-		if (n->state[i])
-			fprintf(out, ", %s %.1f%%", state_names[i], 100.0 * n->state[i] / n->total);
-	fprintf(out, ")</title><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\" "
-		"rx=\"2\"/>", x, y, w, ROW - 1, state_colors[top]);
-	if (w > 3 * CHAR_PX) {
-		fprintf(out, "<text x=\"%.1f\" y=\"%.1f\">", x + 3, y + ROW - 5);
-		put_escaped(out, n->name, (size_t)((w - 6) / CHAR_PX));
-		fputs("</text>", out);
-	}
-	fputs("</g>\n", out);
+		fprintf(c->out, "%s%llu", i ? "," : "", (unsigned long long)n->state[i]);
+	fputs("\">", c->out);
+	put_title(c->out, n, c->total);
+	fprintf(c->out, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" rx=\"2\"/>"
+		"<text x=\"%.2f\" y=\"%d\">", x, y, w, ROW - 1, color, x + 3, y + ROW - 4);
+	put_label(c->out, n->name, w);
+	fputs("</text></g>\n", c->out);
 	for (size_t i = 0; i < n->nkids; i++) {
-		draw(out, &n->kids[i], x, level + 1, height, px_per);
-		x += n->kids[i].total * px_per;
+		draw(c, &n->kids[i], offset, level + 1);
+		offset += n->kids[i].total;
 	}
 }
 
-int flamegraph__write(const struct profile *p, const struct render_opts *o, const char *title,
-		      FILE *out)
+static const char style[] =
+	"<style>\n"
+	"text { font-family: monospace; font-size: 12px; fill: #1d1d1d; }\n"
+	".title { font-family: sans-serif; font-size: 17px; font-weight: bold; }\n"
+	".sub { font-family: sans-serif; fill: #5a5a5a; }\n"
+	".f { cursor: pointer; }\n"
+	".f text { pointer-events: none; }\n"
+	".f:hover rect { stroke: #1d1d1d; stroke-width: 1; }\n"
+	".anc { opacity: 0.55; }\n"
+	".hit rect { fill: #e0389c; }\n"
+	".btn { fill: #0b5cad; cursor: pointer; font-family: sans-serif; }\n"
+	".btn:hover { text-decoration: underline; }\n"
+	".probe { visibility: hidden; }\n"
+	"</style>\n";
+
+/* "2.0 s from 2024-05-01 12:00:00 UTC, 1004 samples at 997 Hz" */
+static void put_subtitle(FILE *out, const struct profile *p, __u64 total)
 {
-	struct node root = { .name = "all" };
+	time_t t = p->time_ns / 1000000000ULL;
+	char when[64] = "";
+	struct tm tm;
+
+	if (p->time_ns && gmtime_r(&t, &tm))
+		strftime(when, sizeof(when), " from %Y-%m-%d %H:%M:%S UTC", &tm);
+	fprintf(out, "<text class=\"sub\" x=\"%.0f\" y=\"46\" text-anchor=\"middle\">", WIDTH / 2);
+	if (p->duration_ns)
+		fprintf(out, "%.1f s%s, ", p->duration_ns / 1e9, when);
+	fprintf(out, "%llu samples", (unsigned long long)total);
+	if (p->period_ns)
+		fprintf(out, " at %.4g Hz", 1e9 / p->period_ns);
+	fputs("</text>\n", out);
+}
+
+/* Each state's color and share of the samples. */
+static void put_legend(FILE *out, const struct node *root)
+{
+	double x = PAD;
+	char color[8];
+
+	for (int i = 0; i < NUPP_ST_MAX; i++) {
+		char label[48];
+
+		hsl_hex(state_hsl[i][0], state_hsl[i][1], state_hsl[i][2], color);
+		snprintf(label, sizeof(label), "%s %.1f%%", profile_state_names[i],
+			 root->total ? 100.0 * root->state[i] / root->total : 0.0);
+		fprintf(out, "<rect x=\"%.0f\" y=\"60\" width=\"12\" height=\"12\" rx=\"2\" fill=\"%s\"/>"
+			"<text x=\"%.0f\" y=\"70\">%s</text>\n", x, color, x + 16, label);
+		x += 16 + CHAR_PX * (strlen(label) + 3);
+	}
+}
+
+static void put_header(FILE *out, const struct profile *p, const struct node *root, int height)
+{
+	fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
+		"<svg version=\"1.1\" width=\"%.0f\" height=\"%d\" viewBox=\"0 0 %.0f %d\" "
+		"xmlns=\"http://www.w3.org/2000/svg\">\n%s"
+		"<rect width=\"100%%\" height=\"100%%\" fill=\"#fbfbf6\"/>\n"
+		"<text class=\"title\" x=\"%.0f\" y=\"26\" text-anchor=\"middle\">",
+		WIDTH, height, WIDTH, height, style, WIDTH / 2);
+	format__put_xml(out, p->title ? p->title : "nupp-bpf", (size_t)-1);
+	fputs("</text>\n", out);
+	put_subtitle(out, p, root->total);
+	put_legend(out, root);
+	fprintf(out, "<text id=\"unzoom\" class=\"btn\" x=\"%.0f\" y=\"70\" text-anchor=\"end\" "
+		"style=\"display: none\">Reset zoom</text>\n"
+		"<text id=\"search\" class=\"btn\" x=\"%.0f\" y=\"70\" text-anchor=\"end\">Search</text>\n",
+		WIDTH - PAD - 100, WIDTH - PAD);
+}
+
+/* Below the frames: the hovered frame's state split as a bar and in
+ * words, and what a search matched. */
+static void put_footer(FILE *out, int y)
+{
+	char color[8];
+
+	for (int i = 0; i < NUPP_ST_MAX; i++) {
+		hsl_hex(state_hsl[i][0], state_hsl[i][1], state_hsl[i][2], color);
+		fprintf(out, "<rect id=\"split-%d\" x=\"%.0f\" y=\"%d\" width=\"0\" height=\"12\" "
+			"fill=\"%s\"/>\n", i, PAD, y - 10, color);
+	}
+	fprintf(out, "<text id=\"details\" x=\"%.0f\" y=\"%d\">Hover a frame for its VM states, "
+		"click to zoom; Search (Ctrl-F) by regular expression; Esc resets</text>\n"
+		"<text id=\"matched\" x=\"%.0f\" y=\"%d\" text-anchor=\"end\"></text>\n",
+		PAD + 128, y, WIDTH - PAD, y + 20);
+}
+
+int flamegraph__write(const struct profile *p, const struct render_opts *o, FILE *out)
+{
+	struct node root = {};
+	struct canvas c = { .out = out };
 	int height, ret = -1;
-	double legend_x = 10;
 
 	root.name = strdup("all");
-	if (!root.name)
-		return -1;
-	for (size_t i = 0; i < p->nrows; i++) {
-		const struct profile_row *r = &p->rows[i];
-
-		if (o->zone && !zone__under(r->zone, o->zone))
-			continue;
-		if (insert(&root, stack__cut_root(r->stack, o->root), r->state))
-			goto out;
-	}
-	height = (depth_of(&root) + 3) * ROW;
-	fprintf(out, "<?xml version=\"1.0\" standalone=\"no\"?>\n"
-		"<svg version=\"1.1\" width=\"%.0f\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\" "
-		"font-family=\"monospace\" font-size=\"12\">\n"
-		"<rect width=\"100%%\" height=\"100%%\" fill=\"#fdfdf8\"/>\n"
-		"<text x=\"%.0f\" y=\"16\" text-anchor=\"middle\" font-size=\"15\">", WIDTH + 20,
-		height + 2 * ROW, (WIDTH + 20) / 2);
-	put_escaped(out, title, (size_t)-1);
-	fputs("</text>\n", out);
-	for (int i = 0; i < NUPP_ST_MAX; i++) {
-		fprintf(out, "<rect x=\"%.0f\" y=\"26\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-			"<text x=\"%.0f\" y=\"37\">%s</text>\n", legend_x, state_colors[i],
-			legend_x + 16, state_names[i]);
-		legend_x += 16 + CHAR_PX * (strlen(state_names[i]) + 3);
-	}
-	fprintf(out, "<g transform=\"translate(10,%d)\">\n", ROW);
+	if (!root.name || build(&root, p, o))
+		goto out;
+	sort_tree(&root);
+	c.depth = depth_of(&root);
+	c.total = root.total;
+	height = TOP + c.depth * ROW + FOOT;
+	put_header(out, p, &root, height);
+	fprintf(out, "<g id=\"frames\" data-x=\"%.0f\" data-w=\"%.0f\" data-total=\"%llu\">\n", PAD,
+		WIDTH - 2 * PAD, (unsigned long long)root.total);
 	if (root.total)
-		draw(out, &root, 0, 0, height, WIDTH / root.total);
-	fputs("</g>\n</svg>\n", out);
+		draw(&c, &root, 0, 0);
+	fputs("</g>\n", out);
+	put_footer(out, TOP + c.depth * ROW + 18);
+	fprintf(out, "<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n</svg>\n",
+		flamegraph_js);
 	ret = ferror(out) ? -1 : 0;
 out:
 	node_free(&root);

@@ -240,37 +240,8 @@ static int identify(struct lj_target *t, const char *path, const char *shown, __
 	return found;
 }
 
-/* One line of /proc/PID/maps. */
-struct mapping {
-	unsigned long start, end, off;
-	char perms[8];
-	char file[PATH_MAX];		/* "" for an anonymous mapping */
-};
-
-static FILE *maps_open(pid_t pid)
-{
-	char path[64];
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	return fopen(path, "re");
-}
-
-/* The next mapping of f: 1, or 0 at its end. */
-static int maps_next(FILE *f, struct mapping *m)
-{
-	char line[PATH_MAX + 128];
-
-	while (fgets(line, sizeof(line), f)) {
-		m->file[0] = '\0';
-		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %4095[^\n]", &m->start, &m->end, m->perms,
-			   &m->off, m->file) >= 4)
-			return 1;
-	}
-	return 0;
-}
-
 /* A mapping of a file's code: where LuaJIT can be. */
-static bool maps_code(const struct mapping *m)
+static bool maps_code(const struct proc_mapping *m)
 {
 	return m->perms[2] == 'x' && m->file[0] == '/';
 }
@@ -285,12 +256,12 @@ static __u64 fnv1a(__u64 h, const void *p, size_t n)
 __u64 lj_target__code_digest(pid_t pid)
 {
 	__u64 h = 14695981039346656037ULL;	/* FNV-1a 64 */
-	FILE *f = maps_open(pid);
-	struct mapping m;
+	FILE *f = procmem__maps_open(pid);
+	struct proc_mapping m;
 
 	if (!f)
 		return 0;
-	while (maps_next(f, &m)) {
+	while (procmem__maps_next(f, &m)) {
 		if (!maps_code(&m))
 			continue;
 		h = fnv1a(h, &m.start, sizeof(m.start));
@@ -363,7 +334,7 @@ int lj_target__open_file(struct lj_target *t, const char *path, char *err, size_
 int lj_target__identify(struct lj_target *t, pid_t pid, char *err, size_t errsz)
 {
 	char hint[512] = "";
-	struct mapping m;
+	struct proc_mapping m;
 	FILE *f;
 	int found = 0;
 
@@ -373,12 +344,12 @@ int lj_target__identify(struct lj_target *t, pid_t pid, char *err, size_t errsz)
 		snprintf(err, errsz, "no process with PID %d", pid);
 		return -1;
 	}
-	f = maps_open(pid);
+	f = procmem__maps_open(pid);
 	if (!f) {
 		snprintf(err, errsz, "cannot read /proc/%d/maps: %s", pid, strerror(errno));
 		return -1;
 	}
-	while (!found && maps_next(f, &m)) {
+	while (!found && procmem__maps_next(f, &m)) {
 		if (!maps_code(&m))
 			continue;
 		/* map_files reaches the mapped file even across mount namespaces
@@ -530,18 +501,18 @@ int lj_target__scan_vms(struct lj_target *t)
 	const struct lj_layout *lj[LJ_DERIVE_MAX_CANDS];
 	__u64 found[LJ_DERIVE_MAX_CANDS][LJ_TARGET_MAX_VMS];
 	int nfound[LJ_DERIVE_MAX_CANDS] = { 0 }, ncand = layouts_of(t, lj);
-	struct mapping m;
+	struct proc_mapping m;
 	__u64 scanned = 0;
 	__u8 *buf;
 	FILE *f;
 
-	f = maps_open(t->pid);
+	f = procmem__maps_open(t->pid);
 	buf = malloc(CHUNK + OVERLAP);
 	if (!f || !buf)
 		goto out;
 	t->ngs = 0;
 	t->layout_why[0] = '\0';
-	while (scanned < budget && maps_next(f, &m)) {
+	while (scanned < budget && procmem__maps_next(f, &m)) {
 		if (m.perms[0] != 'r' || m.perms[1] != 'w' || (m.file[0] && strcmp(m.file, "[heap]")))
 			continue;
 		for (__u64 a = m.start; a < m.end; a += CHUNK) {

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
+#include "formats.h"
 #include "inspect.h"
 #include "session.h"
 
@@ -26,7 +27,8 @@ static const char doc[] =
 "nupp-bpf -- profile LuaJIT programs from outside, with eBPF.\n"
 "\n"
 "Commands:\n"
-"  record   sample Lua stacks and VM states (collapsed stacks)\n"
+"  record   sample Lua stacks and VM states (collapsed stacks, pprof,\n"
+"           speedscope or an SVG flame graph)\n"
 "  trace    collect JIT trace aborts and blacklistings (CSV)\n"
 "  (none)   both, each to its default file\n"
 "  inspect FILE | -p PID   how nupp-bpf identifies a LuaJIT build, and where\n"
@@ -36,6 +38,8 @@ static const char doc[] =
 "  sudo nupp-bpf -p 1234                  # profile and trace a running process\n"
 "  sudo nupp-bpf record -p 1234 -d 10     # 10 s of samples to nupp-1234.collapsed\n"
 "  sudo nupp-bpf record -F 997 -o - -- luajit app.lua > app.collapsed\n"
+"  sudo nupp-bpf record -p 1234 -o app.pb.gz      # pprof: go tool pprof\n"
+"  sudo nupp-bpf record -p 1234 -o a.json -o a.svg # speedscope, flame graph\n"
 "  sudo nupp-bpf trace -p 1234 -o aborts.csv\n"
 "  flamegraph.pl nupp-1234.collapsed > flame.svg\n";
 
@@ -43,7 +47,7 @@ static const char args_doc[] = "[record|trace] [-- CMD ARGS...]\ninspect FILE|-p
 
 enum {
 	OPT_DEPTH = 0x100, OPT_ROOT, OPT_ZONE, OPT_CLOCK, OPT_BENIGN, OPT_THREADS,
-	OPT_MAX_STACKS, OPT_SVG, OPT_NO_SUMMARY, OPT_ZONES, OPT_USAGE, OPT_CHILDREN,
+	OPT_MAX_STACKS, OPT_SVG, OPT_NO_SUMMARY, OPT_ZONES, OPT_USAGE, OPT_CHILDREN, OPT_FORMAT,
 };
 
 static const struct argp_option options[] = {
@@ -57,13 +61,18 @@ static const struct argp_option options[] = {
 	{ "depth", OPT_DEPTH, "N", 0, "Frames per stack (default 16, at most 127)", 1 },
 	{ "root", OPT_ROOT, "MODULE", 0, "Cut stacks back to their outermost frame from MODULE", 1 },
 	{ "zone", OPT_ZONE, "PREFIX", 0, "Keep only samples and aborts under this zone path", 1 },
-	{ "threads", OPT_THREADS, NULL, 0, "Start each stack with a [pid/tid vm ADDR] frame", 1 },
+	{ "threads", OPT_THREADS, NULL, 0, "Start each stack with a [pid/tid vm ADDR] frame "
+	  "(pprof: pid, tid and vm labels; speedscope: a profile per thread)", 1 },
 	{ "zones", OPT_ZONES, NULL, 0, "Start each stack with a [zone PATH] frame", 1 },
 	{ "max-stacks", OPT_MAX_STACKS, "N", 0, "Distinct stacks kept in the kernel (default 65536)", 1 },
 	{ "include-benign", OPT_BENIGN, NULL, 0, "trace: also count aborts that are normal trace formation", 2 },
 	{ "duration", 'd', "SEC", 0, "Stop after SEC seconds (default: until Ctrl-C or exit)", 3 },
 	{ "output", 'o', "FILE", 0, "Output file, - for stdout (default nupp-PID.collapsed / "
-	  "nupp-PID-aborts.csv)", 3 },
+	  "nupp-PID-aborts.csv); record takes several, each in the format of its extension "
+	  "(.pb.gz pprof, .json speedscope, .svg flame graph, else collapsed); the default "
+	  "job takes a NAME for NAME.collapsed, NAME.svg and NAME-aborts.csv", 3 },
+	{ "format", OPT_FORMAT, "FMT", 0, "collapsed, pprof, speedscope or svg: the format of "
+	  "the profile's file (default: by -o's extension; the default job: collapsed)", 3 },
 	{ "svg", OPT_SVG, "FILE", 0, "Also write a flame graph (default job: nupp-PID.svg)", 3 },
 	{ "no-summary", OPT_NO_SUMMARY, NULL, 0, "No summary on stderr at the end", 3 },
 	{ "verbose", 'v', NULL, 0, "libbpf debug output", 3 },
@@ -96,6 +105,26 @@ static long parse_num(const char *opt, const char *s, long lo, long hi)
 	if (errno || end == s || *end || v < lo || v > hi)
 		usage_error("%s wants a whole number from %ld to %ld, not '%s'", opt, lo, hi, s);
 	return v;
+}
+
+/* -o, --format and --svg, against the command they go with. */
+static void check_outputs(const struct session_opts *o)
+{
+	int stdout_outs = 0;
+
+	if (!(o->channels & SESSION_SAMPLE) && (o->format >= 0 || o->svg))
+		usage_error("--format and --svg are for the profile (record or the default job); "
+			    "trace writes CSV");
+	if (o->noutputs > 1 && o->channels != SESSION_SAMPLE)
+		usage_error("several -o are for record (trace writes one CSV file, the default job "
+			    "takes one -o NAME)");
+	if (o->noutputs > 1 && o->format >= 0)
+		usage_error("--format goes with one -o: with several, each file's extension "
+			    "names its format");
+	for (int i = 0; i < o->noutputs; i++)
+		stdout_outs += !strcmp(o->outputs[i], "-");
+	if (stdout_outs > 1)
+		usage_error("at most one -o -");
 }
 
 static error_t parse_opt(int key, char *arg, struct argp_state *state)
@@ -152,7 +181,14 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		o->duration = parse_num("-d", arg, 1, 100L * 365 * 86400);
 		break;
 	case 'o':
-		o->output = arg;
+		if (o->noutputs == SESSION_MAX_OUTPUTS)
+			usage_error("at most %d -o options", SESSION_MAX_OUTPUTS);
+		o->outputs[o->noutputs++] = arg;
+		break;
+	case OPT_FORMAT:
+		o->format = format__parse(arg);
+		if (o->format < 0)
+			usage_error("--format is collapsed, pprof, speedscope or svg, not '%s'", arg);
 		break;
 	case OPT_SVG:
 		o->svg = arg;
@@ -209,6 +245,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		if (o->children && !o->npids)
 			usage_error("--children goes with -p (a launched command's children are "
 				    "always profiled)");
+		check_outputs(o);
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
@@ -227,6 +264,7 @@ int main(int argc, char **argv)
 			.max_stacks = 65536,
 		},
 		.summary = true,
+		.format = -1,
 	};
 	const struct argp argp = { options, parse_opt, args_doc, doc, NULL, NULL, NULL };
 

@@ -67,3 +67,24 @@ bool procmem__alive(pid_t pid)
 {
 	return procmem__start_time(pid) != 0;
 }
+
+FILE *procmem__maps_open(pid_t pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	return fopen(path, "re");
+}
+
+int procmem__maps_next(FILE *f, struct proc_mapping *m)
+{
+	char line[PATH_MAX + 128];
+
+	while (fgets(line, sizeof(line), f)) {
+		m->file[0] = '\0';
+		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %4095[^\n]", &m->start, &m->end, m->perms,
+			   &m->off, m->file) >= 4)
+			return 1;
+	}
+	return 0;
+}

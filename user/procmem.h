@@ -3,7 +3,9 @@
 #ifndef NUPP_PROCMEM_H
 #define NUPP_PROCMEM_H
 
+#include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <sys/types.h>
 #include <linux/types.h>
@@ -35,6 +37,20 @@ struct proc_stat {
 
 /* Process pid's, with start 0 when it is gone or a zombie; -1 when gone. */
 int procmem__stat(pid_t pid, struct proc_stat *st);
+
+/* One line of /proc/PID/maps. */
+struct proc_mapping {
+	unsigned long start, end, off;
+	char perms[8];
+	char file[PATH_MAX];		/* "" for an anonymous mapping */
+};
+
+/* Process pid's /proc/PID/maps, to read with procmem__maps_next; NULL when
+ * it cannot be opened (errno set). */
+FILE *procmem__maps_open(pid_t pid);
+
+/* The next mapping of f: 1, or 0 at its end. */
+int procmem__maps_next(FILE *f, struct proc_mapping *m);
 
 /* A reader over a live process; ctx points at a pid_t that outlives it. */
 struct mem_reader procmem__reader(const pid_t *pid);

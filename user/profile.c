@@ -1,48 +1,218 @@
 // SPDX-License-Identifier: MIT
-/* profile.c - aggregated samples and their collapsed-stack rendering. */
+/* profile.c - the aggregated profile and its collapsed-stack rendering (profile.h). */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
 #include "keymap.h"
 #include "profile.h"
 
+const char *const profile_state_names[NUPP_ST_MAX] = {
+	"compiled", "interpreted", "C", "GC", "compiling",
+};
+
+/* The numbers of a frame, first in its key. */
+struct frame_nums {
+	__u64 addr, map_start, map_limit, map_off;
+	__u32 start_line, line, kind;
+};
+
+/* A frame's fields as one byte string: its numbers, its name, a NUL, its
+ * file. malloc'ed, its length in *len; NULL when out of memory. */
+static char *frame_key(const struct profile_frame *f, size_t *len)
+{
+	struct frame_nums nums = {
+		f->addr, f->map_start, f->map_limit, f->map_off, f->start_line, f->line, f->kind,
+	};
+	size_t nlen = strlen(f->name), flen = strlen(f->file);
+	char *key = malloc(sizeof(nums) + nlen + 1 + flen);
+
+	if (!key)
+		return NULL;
+	memcpy(key, &nums, sizeof(nums));
+	memcpy(key + sizeof(nums), f->name, nlen + 1);
+	memcpy(key + sizeof(nums) + nlen + 1, f->file, flen);
+	*len = sizeof(nums) + nlen + 1 + flen;
+	return key;
+}
+
+/* Append a copy of f to p's frames; its index, or -1. */
+static long frame_append(struct profile *p, const struct profile_frame *f)
+{
+	struct profile_frame *c;
+
+	if (p->nframes == p->frames_cap) {
+		size_t cap = p->frames_cap ? 2 * p->frames_cap : 256;
+		struct profile_frame *frames = realloc(p->frames, cap * sizeof(*frames));
+
+		if (!frames)
+			return -1;
+		p->frames = frames;
+		p->frames_cap = cap;
+	}
+	c = &p->frames[p->nframes];
+	*c = *f;
+	c->name = strdup(f->name);
+	c->file = strdup(f->file);
+	if (!c->name || !c->file) {
+		free(c->name);
+		free(c->file);
+		return -1;
+	}
+	return p->nframes++;
+}
+
+long profile__frame(struct profile *p, const struct profile_frame *f)
+{
+	size_t len;
+	char *key = frame_key(f, &len);
+	long at;
+
+	if (!key)
+		return -1;
+	at = keymap__get(&p->frame_index, key, len);
+	if (at < 0) {
+		at = frame_append(p, f);
+		if (at >= 0 && keymap__put(&p->frame_index, key, len, at)) {
+			free(p->frames[at].name);
+			free(p->frames[at].file);
+			p->nframes--;
+			at = -1;
+		}
+	}
+	free(key);
+	return at;
+}
+
+/* A function's identity: its name, file and first line, as one byte string. */
+static char *function_key(const struct profile_frame *f, size_t *len)
+{
+	char *key = NULL;
+	int n = asprintf(&key, "%s%c%s%c%u", f->name, 0, f->file, 0, f->start_line);
+
+	*len = n < 0 ? 0 : (size_t)n;
+	return n < 0 ? NULL : key;
+}
+
+long profile__functions(const struct profile *p, __u32 *fn, __u32 *first)
+{
+	struct keymap index = {};
+	long n = 0;
+
+	for (size_t i = 0; i < p->nframes; i++) {
+		size_t len;
+		char *key = function_key(&p->frames[i], &len);
+		long at = key ? keymap__get(&index, key, len) : -1;
+
+		if (key && at < 0 && !keymap__put(&index, key, len, n)) {
+			if (first)
+				first[n] = i;
+			at = n++;
+		}
+		free(key);
+		if (at < 0) {
+			n = -1;
+			break;
+		}
+		fn[i] = at;
+	}
+	keymap__free(&index);
+	return n;
+}
+
+/* The names of frames[0..n) joined by ';'; malloc'ed, NULL when out of memory. */
+static char *stack_join(const struct profile *p, const __u32 *frames, __u32 n)
+{
+	size_t len = 1, at = 0;
+	char *stack;
+
+	for (__u32 i = 0; i < n; i++)
+		len += strlen(p->frames[frames[i]].name) + 1;
+	stack = malloc(len);
+	if (!stack)
+		return NULL;
+	stack[0] = '\0';
+	for (__u32 i = 0; i < n; i++) {
+		size_t k = strlen(p->frames[frames[i]].name);
+
+		if (i)
+			stack[at++] = ';';
+		memcpy(stack + at, p->frames[frames[i]].name, k + 1);
+		at += k;
+	}
+	return stack;
+}
+
+/* Room for one more row; 0 or -1. */
+static int rows_reserve(struct profile *p)
+{
+	size_t cap = p->cap ? 2 * p->cap : 256;
+	struct profile_row *rows;
+
+	if (p->nrows < p->cap)
+		return 0;
+	rows = realloc(p->rows, cap * sizeof(*rows));
+	if (!rows)
+		return -1;
+	p->rows = rows;
+	p->cap = cap;
+	return 0;
+}
+
+static void row_free(struct profile_row *r)
+{
+	free(r->zone);
+	free(r->stack);
+	free(r->frames);
+}
+
 long profile__add(struct profile *p, __u32 pid, __u32 tid, __u64 g, const char *zone,
-		  const char *stack)
+		  const __u32 *frames, __u32 n)
 {
 	struct profile_row *r;
 
-	if (p->nrows == p->cap) {
-		size_t cap = p->cap ? 2 * p->cap : 256;
-		struct profile_row *rows = realloc(p->rows, cap * sizeof(*rows));
-
-		if (!rows)
-			return -1;
-		p->rows = rows;
-		p->cap = cap;
-	}
+	if (rows_reserve(p))
+		return -1;
 	r = &p->rows[p->nrows];
 	memset(r, 0, sizeof(*r));
 	r->pid = pid;
 	r->tid = tid;
 	r->g = g;
+	r->nframes = n;
 	r->zone = strdup(zone);
-	r->stack = strdup(stack);
-	if (!r->zone || !r->stack) {
-		free(r->zone);
-		free(r->stack);
+	r->stack = stack_join(p, frames, n);
+	r->frames = malloc((n ? n : 1) * sizeof(*frames));
+	if (!r->zone || !r->stack || !r->frames) {
+		row_free(r);
 		return -1;
 	}
+	memcpy(r->frames, frames, n * sizeof(*frames));
 	return p->nrows++;
 }
 
 void profile__free(struct profile *p)
 {
-	for (size_t i = 0; i < p->nrows; i++) {
-		free(p->rows[i].zone);
-		free(p->rows[i].stack);
+	for (size_t i = 0; i < p->nrows; i++)
+		row_free(&p->rows[i]);
+	for (size_t i = 0; i < p->nframes; i++) {
+		free(p->frames[i].name);
+		free(p->frames[i].file);
 	}
 	free(p->rows);
+	free(p->frames);
+	free(p->title);
+	keymap__free(&p->frame_index);
 	memset(p, 0, sizeof(*p));
+}
+
+int profile__set_title(struct profile *p, const char *title)
+{
+	char *t = strdup(title);
+
+	if (!t)
+		return -1;
+	free(p->title);
+	p->title = t;
+	return 0;
 }
 
 __u64 profile_row__count(const struct profile_row *r)
@@ -65,6 +235,12 @@ bool zone__under(const char *zone, const char *prefix)
 	return !strncmp(zone, prefix, n) && (zone[n] == '\0' || zone[n] == '/');
 }
 
+/* Whether frame name is from module root: "root:…". */
+static bool from_module(const char *name, const char *root, size_t n)
+{
+	return !strncmp(name, root, n) && name[n] == ':';
+}
+
 const char *stack__cut_root(const char *stack, const char *root)
 {
 	size_t n = root ? strlen(root) : 0;
@@ -73,7 +249,7 @@ const char *stack__cut_root(const char *stack, const char *root)
 	if (!n)
 		return stack;
 	for (;;) {
-		if (!strncmp(f, root, n) && f[n] == ':')
+		if (from_module(f, root, n))
 			return f;
 		f = strchr(f, ';');
 		if (!f)
@@ -82,7 +258,18 @@ const char *stack__cut_root(const char *stack, const char *root)
 	}
 }
 
-static bool row_kept(const struct profile_row *r, const struct render_opts *o)
+__u32 profile_row__first_frame(const struct profile *p, const struct profile_row *r,
+			       const char *root)
+{
+	size_t n = root ? strlen(root) : 0;
+
+	for (__u32 i = 0; n && i < r->nframes; i++)
+		if (from_module(p->frames[r->frames[i]].name, root, n))
+			return i;
+	return 0;
+}
+
+bool profile_row__kept(const struct profile_row *r, const struct render_opts *o)
 {
 	return (!o->zone || zone__under(r->zone, o->zone)) && profile_row__count(r);
 }
@@ -92,7 +279,7 @@ void profile__totals(const struct profile *p, const struct render_opts *o,
 {
 	memset(state, 0, NUPP_ST_MAX * sizeof(*state));
 	for (size_t i = 0; i < p->nrows; i++)
-		if (row_kept(&p->rows[i], o))
+		if (profile_row__kept(&p->rows[i], o))
 			for (int s = 0; s < NUPP_ST_MAX; s++)
 				state[s] += p->rows[i].state[s];
 }
@@ -111,8 +298,7 @@ static int line_cmp(const void *a, const void *b)
 	return strcmp(x->text, y->text);
 }
 
-/* The text a row renders to, before its count; malloc'ed. */
-static char *row_text(const struct profile_row *r, const struct render_opts *o)
+char *profile_row__text(const struct profile_row *r, const struct render_opts *o)
 {
 	const char *stack = stack__cut_root(r->stack, o->root);
 	char *text = NULL, thread[96] = "", zone[16 + 4096] = "";
@@ -140,9 +326,9 @@ long profile__write_collapsed(const struct profile *p, const struct render_opts 
 		char *text;
 		long at;
 
-		if (!row_kept(r, o))
+		if (!profile_row__kept(r, o))
 			continue;
-		text = row_text(r, o);
+		text = profile_row__text(r, o);
 		if (!text)
 			goto out;
 		at = keymap__get(&index, text, strlen(text));

@@ -1,11 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * profile.h - aggregated samples and their collapsed-stack rendering.
+ * profile.h - the aggregated profile every output format is written from,
+ * and its collapsed-stack rendering.
  *
- * A row is one distinct (process, thread, VM, zone, rendered stack) with its
- * sample counts by VM state. Rendering merges rows into the spec's
- * SampleReport text: outermost frame first, ';' between frames, a space, the
- * count; lines by count descending, then by stack.
+ * A row is one distinct (process, thread, VM, zone, stack) with its sample
+ * counts by VM state. Its stack is a list of frames, outermost first, each
+ * kept once per profile with what the richer formats need (the chunk and
+ * first line of a Lua function, the address and mapped file of a C one),
+ * and its text: the frames' names joined by ';', as collapsed stacks show
+ * them. Rendering merges rows into the spec's SampleReport text: outermost
+ * frame first, ';' between frames, a space, the count; lines by count
+ * descending, then by stack. The profile also says what it is of (a title,
+ * when and how long it was recorded, the sampling period) for the formats
+ * that carry it.
  */
 #ifndef NUPP_PROFILE_H
 #define NUPP_PROFILE_H
@@ -13,13 +20,35 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <linux/types.h>
+#include "keymap.h"
 #include "../bpf/sampler.h"
+
+enum profile_frame_kind {
+	PROFILE_FRAME_LUA,	/* a Lua function */
+	PROFILE_FRAME_C,	/* a C function */
+	PROFILE_FRAME_BUILTIN,	/* a fast function or a bytecode builtin */
+	PROFILE_FRAME_UNKNOWN,	/* its memory could not be read: [unknown] */
+};
+
+struct profile_frame {
+	char *name;		/* as in the collapsed stack (escaped as there) */
+	char *file;		/* Lua: its chunk; C: the file mapped where it lies,
+				 * "" when unknown; others "" */
+	__u32 start_line;	/* Lua: the line the function starts at */
+	__u32 line;		/* Lua: the line being run, 0 when unknown */
+	__u64 addr;		/* C: the function's address */
+	__u64 map_start, map_limit, map_off;	/* C: the mapping of file holding
+						 * addr, and its file offset */
+	enum profile_frame_kind kind;
+};
 
 struct profile_row {
 	__u32 pid, tid;
 	__u64 g;			/* global_State of the VM */
 	char *zone;			/* zone path, "" when none was open */
-	char *stack;			/* rendered frames, outermost first */
+	char *stack;			/* frame names, ';' between, outermost first */
+	__u32 *frames;			/* indexes into profile.frames, outermost first */
+	__u32 nframes;
 	bool unreadable;		/* some frames rendered as [unknown] */
 	__u64 state[NUPP_ST_MAX];	/* samples by enum nupp_state */
 };
@@ -27,6 +56,13 @@ struct profile_row {
 struct profile {
 	struct profile_row *rows;
 	size_t nrows, cap;
+	struct profile_frame *frames;	/* distinct frames */
+	size_t nframes, frames_cap;
+	struct keymap frame_index;	/* a frame's fields -> its index */
+	char *title;			/* what was profiled, NULL when not said */
+	__u64 time_ns;			/* when recording started, since the epoch */
+	__u64 duration_ns;		/* how long it recorded */
+	__u64 period_ns;		/* between two samples of a thread, 0 unknown */
 };
 
 struct render_opts {
@@ -36,11 +72,29 @@ struct render_opts {
 	bool zones;			/* a leading "[zone path]" frame when a zone was open */
 };
 
-/* Add a row (strings copied); its index, or -1 when out of memory. */
+/* Names of enum nupp_state, as the summary and every format say them. */
+extern const char *const profile_state_names[NUPP_ST_MAX];
+
+/* The index of frame f in p, added (strings copied) when new; -1 when out
+ * of memory. */
+long profile__frame(struct profile *p, const struct profile_frame *f);
+
+/* Number p's functions: frames of one name, file and first line are one
+ * function, as collapsed stacks merge them (its frames differ in the line
+ * being run; C functions of one name at two addresses are one). fn[i] receives frame i's function, first[k] (when
+ * not NULL) the frame function k was first seen as; both hold nframes
+ * entries. The number of functions, or -1 when out of memory. */
+long profile__functions(const struct profile *p, __u32 *fn, __u32 *first);
+
+/* Add a row of frames[0..n) (indexes from profile__frame, outermost first;
+ * copied, as the zone is); its index, or -1 when out of memory. */
 long profile__add(struct profile *p, __u32 pid, __u32 tid, __u64 g, const char *zone,
-		  const char *stack);
+		  const __u32 *frames, __u32 n);
 void profile__free(struct profile *p);
 __u64 profile_row__count(const struct profile_row *r);
+
+/* Set what the profile is of (copied); 0 or -1 when out of memory. */
+int profile__set_title(struct profile *p, const char *title);
 
 /* Whether a zone path lies under the prefix ("a/b" holds "a/b" and "a/b/c"). */
 bool zone__under(const char *zone, const char *prefix);
@@ -48,6 +102,18 @@ bool zone__under(const char *zone, const char *prefix);
 /* The stack cut back to its outermost frame from module root ("root:…"),
  * or the whole stack when no frame is from it. Returns a pointer into stack. */
 const char *stack__cut_root(const char *stack, const char *root);
+
+/* The same for a row's frames: the index of the first frame kept. */
+__u32 profile_row__first_frame(const struct profile *p, const struct profile_row *r,
+			       const char *root);
+
+/* Whether a row has samples and passes the zone filter. */
+bool profile_row__kept(const struct profile_row *r, const struct render_opts *o);
+
+/* The text a row renders to in collapsed stacks, before its count: its
+ * thread and zone frames as asked, and its stack cut at the root. malloc'ed;
+ * NULL when out of memory. */
+char *profile_row__text(const struct profile_row *r, const struct render_opts *o);
 
 /* Totals by state over the rows that pass the zone filter. */
 void profile__totals(const struct profile *p, const struct render_opts *o,

@@ -12,9 +12,12 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <zlib.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "code_sites.h"
+#include "codemap.h"
 #include "keymap.h"
 #include "procmem.h"
 #include "sampling.h"
@@ -28,6 +31,7 @@ struct target {
 	const struct lj_target *t;
 	pid_t pid;			/* storage the memory reader points at */
 	struct symbolizer *sym;
+	struct codemap *code;		/* where its C functions come from */
 	struct zones *zones;		/* the caller's, NULL until set */
 	struct nupp_proc proc;		/* as configured in the procs map */
 	struct bpf_link *gc_probe;	/* retires the walk caches; NULL: no caches */
@@ -47,6 +51,8 @@ struct sampler {
 	struct bpf_link *exec_link;	/* on_exec */
 	size_t frames_size;		/* of a stacks map value: --depth + 1 frames */
 	struct nupp_frame *frames;	/* a buffer of that size */
+	struct sym_frame *info;		/* what each of them is, outermost first */
+	__u64 period_ns;		/* between two samples of a thread, 0 unknown */
 	struct target **targets;	/* by slot, as in the BPF program (each stays put:
 					 * symbolizers read its pid) */
 	int ntargets, cap;
@@ -118,8 +124,7 @@ static int attach_cpu_clock(struct sampler *s, const struct sampler_opts *o, cha
 		.size = sizeof(attr),
 		/* cpu-clock counts nanoseconds: a fixed period gives the asked
 		 * rate from the first sample on, where freq mode adapts slowly. */
-		.sample_period = o->freq_hz ? 1000000000ULL / o->freq_hz
-					    : (__u64)o->period_us * 1000,
+		.sample_period = s->period_ns,
 		/* An idle CPU runs no target: no program run there. */
 		.exclude_idle = 1,
 	};
@@ -166,6 +171,46 @@ static __u64 tick_handler(void)
 	return found;
 }
 
+/* CONFIG_HZ of the running kernel, from its configuration (the file
+ * Debian installs in /boot, or the kernel's own /proc/config.gz; gzopen
+ * reads either); 0 when neither says. */
+static unsigned kernel_hz(void)
+{
+	char path[2][128] = { "", "/proc/config.gz" }, line[256];
+	struct utsname u;
+	unsigned hz = 0;
+
+	if (!uname(&u))
+		snprintf(path[0], sizeof(path[0]), "/boot/config-%s", u.release);
+	for (int i = 0; i < 2 && !hz; i++) {
+		gzFile f = path[i][0] ? gzopen(path[i], "rb") : NULL;
+
+		if (!f)
+			continue;
+		while (!hz && gzgets(f, line, sizeof(line)))
+			if (sscanf(line, "CONFIG_HZ=%u", &hz) != 1)
+				hz = 0;
+		gzclose(f);
+	}
+	return hz;
+}
+
+/* The time between two samples of a thread: the cpu-clock's period, or the
+ * scheduler tick's. */
+static __u64 period_ns(const struct sampler_opts *o)
+{
+	unsigned hz;
+
+	if (o->clock == SAMPLER_CLOCK_TICK)
+		return (hz = kernel_hz()) ? 1000000000ULL / hz : 0;
+	return o->freq_hz ? 1000000000ULL / o->freq_hz : (__u64)o->period_us * 1000;
+}
+
+__u64 sampler__period_ns(const struct sampler *s)
+{
+	return s->period_ns;
+}
+
 struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t errsz)
 {
 	struct sampler *s = calloc(1, sizeof(*s));
@@ -175,6 +220,7 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 		snprintf(err, errsz, "out of memory");
 		return NULL;
 	}
+	s->period_ns = period_ns(o);
 	verbose_libbpf = o->verbose;
 	libbpf_set_print(libbpf_print);
 	s->skel = sampler_bpf__open();
@@ -195,7 +241,8 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 	s->skel->rodata->walk_turns = 2 * (o->depth + 1) < NUPP_MAX_DEPTH ? 2 * (o->depth + 1)
 									   : NUPP_MAX_DEPTH;
 	s->frames = calloc(1, s->frames_size);
-	if (!s->frames) {
+	s->info = calloc(o->depth + 1, sizeof(*s->info));
+	if (!s->frames || !s->info) {
 		snprintf(err, errsz, "out of memory");
 		goto fail;
 	}
@@ -274,6 +321,7 @@ void sampler__close(struct sampler *s)
 	for (int i = 0; i < s->ntargets; i++) {
 		disable_walk_caches(s->targets[i]);
 		symbolizer__free(s->targets[i]->sym);
+		codemap__free(s->targets[i]->code);
 		free(s->targets[i]);
 	}
 	free(s->targets);
@@ -285,6 +333,7 @@ void sampler__close(struct sampler *s)
 	keymap__free(&s->seen);
 	profile__free(&s->rows);
 	free(s->frames);
+	free(s->info);
 	free(s->slot_row);
 	free(s->known);
 	free(s);
@@ -447,14 +496,18 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 	};
 	tg->zones = z;
 	tg->sym = symbolizer__new(lj_target__build(t), procmem__reader(&tg->pid));
-	if (!tg->sym) {
+	tg->code = codemap__new(t->pid);
+	if (!tg->sym || !tg->code) {
 		snprintf(err, errsz, "out of memory");
+		symbolizer__free(tg->sym);
+		codemap__free(tg->code);
 		free(tg);
 		return -1;
 	}
 	if (configure(s, tg) || enlist(s, tg)) {
 		snprintf(err, errsz, "failed to configure PID %d: %s", t->pid, strerror(errno));
 		symbolizer__free(tg->sym);
+		codemap__free(tg->code);
 		free(tg);
 		return -1;
 	}
@@ -532,6 +585,53 @@ void sampler__stop(struct sampler *s)
 }
 
 
+/* Frame k of the stack just symbolized into text, as a profile frame. */
+static struct profile_frame frame_of(struct target *tg, const struct sym_frame *sf,
+				     char *text)
+{
+	static const enum profile_frame_kind kinds[] = {
+		[SYM_KIND_LUA] = PROFILE_FRAME_LUA, [SYM_KIND_C] = PROFILE_FRAME_C,
+		[SYM_KIND_BUILTIN] = PROFILE_FRAME_BUILTIN, [SYM_KIND_UNREAD] = PROFILE_FRAME_UNKNOWN,
+	};
+	struct profile_frame f = {
+		.name = text + sf->off, .file = "", .kind = kinds[sf->kind],
+		.start_line = sf->start_line, .line = sf->line, .addr = sf->addr,
+	};
+	const struct code_mapping *m;
+
+	if (sf->kind == SYM_KIND_LUA)
+		f.file = (char *)sf->chunk;
+	if (sf->kind == SYM_KIND_C && (m = codemap__find(tg->code, sf->addr))) {
+		f.file = m->file;
+		f.map_start = m->start;
+		f.map_limit = m->limit;
+		f.map_off = m->off;
+	}
+	return f;
+}
+
+/* Add the stack just symbolized (n frames: text and s->info) as a row of
+ * key k; the row, or -1 when out of memory. */
+static long add_row(struct sampler *s, struct target *tg, const struct nupp_stack_key *k,
+		    struct strbuf *text, int n)
+{
+	__u32 ids[NUPP_MAX_DEPTH];
+	long id;
+
+	/* Each name ends where the next frame's ';' is: cut them apart. */
+	for (int i = 0; i < n; i++)
+		text->buf[s->info[i].off + s->info[i].len] = '\0';
+	for (int i = 0; i < n; i++) {
+		struct profile_frame f = frame_of(tg, &s->info[i], text->buf);
+
+		if ((id = profile__frame(&s->rows, &f)) < 0)
+			return -1;
+		ids[i] = id;
+	}
+	return profile__add(&s->rows, k->pid, k->tid, k->g,
+			    tg->zones ? zones__path(tg->zones, k->zone) : "", ids, n);
+}
+
 /* Render one kernel key into a row, once. A stack with frames that could not
  * be read because the target is gone is counted as unsymbolized instead (row
  * -2). The row, or -1 when out of memory. */
@@ -539,20 +639,18 @@ static long symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
 {
 	struct target *tg = target_of(s, k->pid);
 	struct strbuf stack = {};
+	int unknown, shown = k->depth - k->truncated;
 	long row = -2;
-	int unknown;
 
 	/* The kernel stores a stack's frames before the first key of it. */
 	if (tg && !bpf_map__lookup_elem(s->skel->maps.stacks, &k->stack, sizeof(k->stack),
 					s->frames, s->frames_size, 0)) {
-		unknown = symbolizer__stack_cut(tg->sym, s->frames, k->depth,
-						k->depth - k->truncated, &stack);
+		unknown = symbolizer__stack_info(tg->sym, s->frames, k->depth, shown, &stack,
+						 s->info);
 		if (unknown == -ENOMEM)
 			return -1;
 		if (!unknown || procmem__alive(tg->pid))
-			row = profile__add(&s->rows, k->pid, k->tid, k->g,
-					   tg->zones ? zones__path(tg->zones, k->zone) : "",
-					   stack.buf ? stack.buf : "");
+			row = add_row(s, tg, k, &stack, shown);
 		if (row == -1)
 			return -1;
 		if (row >= 0)
@@ -656,9 +754,12 @@ int sampler__poll(struct sampler *s)
 {
 	int ret;
 
-	for (int i = 0; i < s->ntargets; i++)
-		if (!s->targets[i]->gone)
-			forget_freed_code(s, s->targets[i]);
+	for (int i = 0; i < s->ntargets; i++) {
+		if (s->targets[i]->gone)
+			continue;
+		forget_freed_code(s, s->targets[i]);
+		codemap__age(s->targets[i]->code);
+	}
 	ret = ring_buffer__consume(s->new_slots);
 	if (ret < 0)
 		return ret;
@@ -703,6 +804,36 @@ void sampler__progress(struct sampler *s, __u64 *samples, __u64 *stacks)
 	*stacks = s->seen.used;
 }
 
+/* Add every row of s to p, with its frames; 0 or -1 when out of memory. */
+static int copy_rows(struct sampler *s, struct profile *p)
+{
+	long *id = malloc((s->rows.nframes + 1) * sizeof(*id));	/* in s -> in p */
+	__u32 ids[NUPP_MAX_DEPTH];
+	int ret = -1;
+
+	if (!id)
+		return -1;
+	for (size_t i = 0; i < s->rows.nframes; i++)
+		if ((id[i] = profile__frame(p, &s->rows.frames[i])) < 0)
+			goto out;
+	for (size_t i = 0; i < s->rows.nrows; i++) {
+		const struct profile_row *r = &s->rows.rows[i];
+		long at;
+
+		for (__u32 k = 0; k < r->nframes; k++)
+			ids[k] = id[r->frames[k]];
+		if ((at = profile__add(p, r->pid, r->tid, r->g, r->zone, ids, r->nframes)) < 0)
+			goto out;
+		memcpy(p->rows[at].state, r->state, sizeof(r->state));
+		p->rows[at].unreadable = r->unreadable;
+	}
+	p->period_ns = s->period_ns;
+	ret = 0;
+out:
+	free(id);
+	return ret;
+}
+
 int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats *st)
 {
 	int ret;
@@ -734,15 +865,8 @@ int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats 
 		for (int i = 0; i < NUPP_ST_MAX; i++)
 			s->rows.rows[row].state[i] += c[i];
 	}
-	for (size_t i = 0; i < s->rows.nrows; i++) {
-		const struct profile_row *r = &s->rows.rows[i];
-		long at = profile__add(p, r->pid, r->tid, r->g, r->zone, r->stack);
-
-		if (at < 0)
-			return -ENOMEM;
-		memcpy(p->rows[at].state, r->state, sizeof(r->state));
-		p->rows[at].unreadable = r->unreadable;
-	}
+	if (copy_rows(s, p))
+		return -ENOMEM;
 	st->paused = counter(s, NUPP_CNT_PAUSED);
 	st->samples += st->paused;
 	for (int i = 0; i < NUPP_ERR_MAX; i++)

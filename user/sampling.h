@@ -87,6 +87,10 @@ void sampler__progress(struct sampler *s, __u64 *samples, __u64 *stacks);
 /* Poll once more and add every stack with its final counts to p. */
 int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats *st);
 
+/* The time between two samples of a thread, 0 when unknown (the tick of a
+ * kernel whose CONFIG_HZ is not on record). */
+__u64 sampler__period_ns(const struct sampler *s);
+
 /* Names of enum nupp_err values, for summaries. */
 const char *sampler__err_name(int err);
 

@@ -16,7 +16,7 @@
 #include <sys/resource.h>
 #include <sys/user.h>
 #include <sys/wait.h>
-#include "flamegraph.h"
+#include "formats.h"
 #include "output.h"
 #include "privileges.h"
 #include "procmem.h"
@@ -113,11 +113,19 @@ struct run {
 	struct tracer *tracer;		/* NULL when not tracing, or not yet */
 	bool trace_failed;		/* the collector could not attach; said so */
 	bool unsupported;		/* the launched command's LuaJIT cannot be used */
-	struct output out, svg, csv;	/* written through new files (output.h) */
-	char out_name[4096], svg_name[4096], csv_name[4096];
+	struct profile_out {		/* the profile's files */
+		struct output out;	/* written through a new file (output.h) */
+		enum profile_format format;
+		char name[4096];
+	} pouts[SESSION_MAX_OUTPUTS + 1];
+	int npouts;
+	struct output csv;		/* the trace aborts' */
+	char csv_name[4096];
 	bool created;			/* outputs were created: remove them on failure */
 	char err[1024];
+	char title[512];		/* what is profiled, as the formats say it */
 	double started;
+	__u64 started_ns;		/* CLOCK_REALTIME then, since the epoch */
 };
 
 static bool sampling(const struct run *r)
@@ -371,43 +379,76 @@ static void release(struct run *r)
 		ptrace(PTRACE_DETACH, r->child, NULL, (void *)(long)sig);
 }
 
-/* Output names. record/trace: -o FILE (default nupp-PID.collapsed or
- * nupp-PID-aborts.csv). The default job writes every channel: -o NAME gives
- * NAME.collapsed, NAME.svg and NAME-aborts.csv (default NAME nupp-PID). */
+static void add_profile_out(struct run *r, const char *name, enum profile_format f)
+{
+	struct profile_out *po = &r->pouts[r->npouts++];
+
+	snprintf(po->name, sizeof(po->name), "%s", name);
+	po->format = f;
+}
+
+/* The profile's files. record: each -o FILE in the format its extension
+ * names, unless --format says (default nupp-PID.collapsed, or the --format's
+ * extension). The default job: NAME.collapsed (or --format's) and NAME.svg
+ * (default NAME nupp-PID). --svg FILE adds a flame graph, or names the
+ * default job's. */
+static void profile_names(struct run *r, const char *base)
+{
+	const struct session_opts *o = r->o;
+	enum profile_format f = o->format >= 0 ? (enum profile_format)o->format : FORMAT_COLLAPSED;
+	char name[4096];
+
+	for (int i = 0; o->command_given && i < o->noutputs; i++)
+		add_profile_out(r, o->outputs[i],
+				o->format >= 0 ? (enum profile_format)o->format
+					       : format__of_file(o->outputs[i]));
+	if (!o->command_given || !o->noutputs) {
+		snprintf(name, sizeof(name), "%s%s", base, format__ext(f));
+		add_profile_out(r, name, f);
+	}
+	if (o->svg) {
+		add_profile_out(r, o->svg, FORMAT_SVG);
+	} else if (!o->command_given && f != FORMAT_SVG) {
+		snprintf(name, sizeof(name), "%s.svg", base);
+		add_profile_out(r, name, FORMAT_SVG);
+	}
+}
+
+/* Output names. trace: -o FILE (default nupp-PID-aborts.csv). The default
+ * job writes every channel: -o NAME gives NAME-aborts.csv and the profile's
+ * files (profile_names). */
 static void output_names(struct run *r)
 {
 	const struct session_opts *o = r->o;
-	bool one = o->command_given;
 	char base[4000];
 
-	snprintf(base, sizeof(base), "%s", o->output ? o->output : "");
-	if (!o->output)
+	if (o->noutputs)
+		snprintf(base, sizeof(base), "%s", o->outputs[0]);
+	else
 		snprintf(base, sizeof(base), "nupp-%d", r->places[0]->pid);
-	if (sampling(r))
-		snprintf(r->out_name, sizeof(r->out_name), one && o->output ? "%s" : "%s.collapsed", base);
 	if (tracing(r))
-		snprintf(r->csv_name, sizeof(r->csv_name), one && o->output ? "%s" : "%s-aborts.csv", base);
-	if (o->svg)
-		snprintf(r->svg_name, sizeof(r->svg_name), "%s", o->svg);
-	else if (!one)
-		snprintf(r->svg_name, sizeof(r->svg_name), "%s.svg", base);
+		snprintf(r->csv_name, sizeof(r->csv_name),
+			 o->command_given && o->noutputs ? "%s" : "%s-aborts.csv", base);
+	if (sampling(r))
+		profile_names(r, base);
 }
 
 /* Open every output now: an unwritable one fails before anything attaches. */
 static int open_outputs(struct run *r)
 {
-	struct output *outs[] = { &r->out, &r->csv, &r->svg };
-	const char *names[] = { r->out_name, r->csv_name, r->svg_name };
 	char err[PATH_MAX + 128];
 
 	output_names(r);
 	r->created = true;
-	for (int i = 0; i < 3; i++)
-		if (output__open(outs[i], names[i], err, sizeof(err))) {
-			session__error("%s", err);
-			return -1;
-		}
+	if (output__open(&r->csv, r->csv_name, err, sizeof(err)))
+		goto fail;
+	for (int i = 0; i < r->npouts; i++)
+		if (output__open(&r->pouts[i].out, r->pouts[i].name, err, sizeof(err)))
+			goto fail;
 	return 0;
+fail:
+	session__error("%s", err);
+	return -1;
 }
 
 /* Finish an output; false (and an error line) when it could not be written. */
@@ -777,6 +818,50 @@ static int check_targets(struct run *r, unsigned tick)
 	return r->child ? !r->child_reaped : alive;
 }
 
+/* Process pid's command line, its arguments joined by spaces, into buf;
+ * "" when it is gone. */
+static void cmdline_of(pid_t pid, char *buf, size_t size)
+{
+	char path[64];
+	size_t n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+	buf[0] = '\0';
+	if (!(f = fopen(path, "re")))
+		return;
+	n = fread(buf, 1, size - 1, f);
+	fclose(f);
+	while (n && !buf[n - 1])
+		n--;
+	buf[n] = '\0';
+	for (size_t i = 0; i < n; i++)
+		if (!buf[i])
+			buf[i] = ' ';
+}
+
+/* What the profile is of, for its title: the launched command, or the -p
+ * processes' command lines; "luajit app.lua (PID 1234)". */
+static void describe_targets(struct run *r)
+{
+	const struct session_opts *o = r->o;
+	char cmd[256];
+	size_t n = 0;
+
+	for (int i = 0; i < o->npids && n < sizeof(r->title); i++) {
+		cmdline_of(o->pids[i], cmd, sizeof(cmd));
+		n += snprintf(r->title + n, sizeof(r->title) - n, "%s%s%sPID %d%s", i ? ", " : "",
+			      cmd, cmd[0] ? " (" : "", o->pids[i], cmd[0] ? ")" : "");
+	}
+	for (int i = 0; o->argv && o->argv[i] && n < sizeof(r->title); i++)
+		n += snprintf(r->title + n, sizeof(r->title) - n, "%s%s", i ? " " : "", o->argv[i]);
+	if (o->argv && n < sizeof(r->title))
+		snprintf(r->title + n, sizeof(r->title) - n, " (PID %d)", r->child);
+	else if (o->children && n < sizeof(r->title))
+		snprintf(r->title + n, sizeof(r->title) - n, " and %s children",
+			 o->npids > 1 ? "their" : "its");
+}
+
 /* Say what is being recorded at the start. */
 static void announce(const struct run *r)
 {
@@ -885,53 +970,89 @@ static void sample_summary(struct run *r, const struct profile *p, const struct 
 			(unsigned long long)st->truncated, r->o->sampler.depth);
 }
 
-static void top_stacks(const char *path)
+/* The collapsed stacks the summary shows, as text in *text (malloc'ed);
+ * how many distinct ones there are, or -1. */
+static long collapsed_text(const struct profile *p, const struct render_opts *o, char **text)
 {
-	char line[512];
-	FILE *f = fopen(path, "re");
+	size_t len;
+	FILE *f = open_memstream(text, &len);
+	long stacks;
 
 	if (!f)
-		return;
-	fputs("  top stacks:\n", stderr);
-	for (int i = 0; i < 5 && fgets(line, sizeof(line), f); i++) {
-		size_t n = strlen(line);
-
-		if (n > 100)
-			memcpy(line + 90, "…\n", sizeof("…\n"));
-		fprintf(stderr, "    %s", line);
+		return -1;
+	stacks = profile__write_collapsed(p, o, f, NULL);
+	if (fclose(f) || stacks < 0) {
+		free(*text);
+		*text = NULL;
+		return -1;
 	}
-	fclose(f);
+	return stacks;
 }
 
-/* Samples: the collapsed stacks, the flame graph, the summary. */
+/* The first five lines of the collapsed stacks, long ones cut. */
+static void top_stacks(const char *text)
+{
+	const char *line = text;
+
+	fputs("  top stacks:\n", stderr);
+	for (int i = 0; i < 5 && line && *line; i++) {
+		const char *end = strchr(line, '\n');
+		int n = end ? (int)(end - line) : (int)strlen(line);
+
+		if (n > 99)
+			fprintf(stderr, "    %.90s…\n", line);
+		else
+			fprintf(stderr, "    %.*s\n", n, line);
+		line = end ? end + 1 : NULL;
+	}
+}
+
+/* What the formats say the profile is of: the title, when and how long. */
+static void describe_profile(struct run *r, struct profile *p)
+{
+	profile__set_title(p, r->title);	/* none, when out of memory */
+	p->time_ns = r->started_ns;
+	p->duration_ns = (now() - r->started) * 1e9;
+}
+
+/* Write one of the profile's files and finish it; 0, or 1 with an error
+ * line. A writer that ran out of memory leaves no half-written file. */
+static int write_profile_out(struct run *r, const struct profile *p, struct profile_out *po)
+{
+	if (format__write(p, &r->o->render, po->format, po->out.f)) {
+		if (!ferror(po->out.f)) {
+			session__error("out of memory while writing %s", po->name);
+			output__discard(&po->out);
+			return 1;
+		}
+		errno = EIO;	/* for close_one's message: stdio's errno may be stale */
+	}
+	return close_one(&po->out) ? 0 : 1;
+}
+
+/* Samples: every file of the profile, in its format, and the summary. */
 static int finish_samples(struct run *r)
 {
 	struct profile p = {};
 	struct sampler_stats st;
-	char title[256];
-	long stacks;
+	char *text = NULL;
 	int ret = 0;
 
 	if (sampler__collect(r->sampler, &p, &st)) {
 		session__error("out of memory while collecting samples");
+		profile__free(&p);
 		return 1;
 	}
-	stacks = profile__write_collapsed(&p, &r->o->render, r->out.f, NULL);
-	if (stacks < 0)
-		errno = EIO;
-	if (!close_one(&r->out) || stacks < 0)
-		ret = 1;
-	if (r->svg.f) {
-		snprintf(title, sizeof(title), "nupp-bpf: PID %d", r->places[0]->pid);
-		if (flamegraph__write(&p, &r->o->render, title, r->svg.f))
-			errno = EIO;
-		if (!close_one(&r->svg))
-			ret = 1;
-	}
+	describe_profile(r, &p);
+	for (int i = 0; i < r->npouts; i++)
+		ret |= write_profile_out(r, &p, &r->pouts[i]);
 	if (r->o->summary) {
+		long stacks = collapsed_text(&p, &r->o->render, &text);
+
 		sample_summary(r, &p, &st, stacks);
-		if (strcmp(r->out_name, "-"))
-			top_stacks(r->out_name);
+		if (text)
+			top_stacks(text);
+		free(text);
 	}
 	profile__free(&p);
 	return ret;
@@ -1018,10 +1139,9 @@ static int finish(struct run *r)
 	else if (r->child && !any_attached(r))
 		note("note: neither %s nor the %d processes it started loaded LuaJIT", r->o->argv[0],
 		     r->nplaces - 1);
-	if (r->out_name[0] && strcmp(r->out_name, "-"))
-		note("wrote %s", r->out_name);
-	if (r->svg_name[0])
-		note("wrote %s", r->svg_name);
+	for (int i = 0; i < r->npouts; i++)
+		if (strcmp(r->pouts[i].name, "-"))
+			note("wrote %s", r->pouts[i].name);
 	if (r->csv_name[0] && strcmp(r->csv_name, "-") && r->tracer)
 		note("wrote %s", r->csv_name);
 	return ret;
@@ -1110,12 +1230,12 @@ static void cleanup(struct run *r, int ret)
 		check_child(r, true);
 	}
 	if (ret && r->created && !r->started) {	/* nothing was recorded */
-		output__discard(&r->out);
-		output__discard(&r->svg);
+		for (int i = 0; i < r->npouts; i++)
+			output__discard(&r->pouts[i].out);
 		output__discard(&r->csv);
 	}
-	close_one(&r->out);
-	close_one(&r->svg);
+	for (int i = 0; i < r->npouts; i++)
+		close_one(&r->pouts[i].out);
 	close_one(&r->csv);
 	if (r->started && detach_in_background(r))
 		return;			/* nothing of ours is left to free */
@@ -1144,6 +1264,7 @@ int session__run(const struct session_opts *o)
 {
 	struct run r = { .o = o, .release_fd = -1 };
 	struct sigaction sa = { .sa_handler = on_stop_signal };
+	struct timespec wall;
 	const char *why;
 	int ret = 1;
 
@@ -1193,6 +1314,9 @@ int session__run(const struct session_opts *o)
 	}
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	describe_targets(&r);
+	clock_gettime(CLOCK_REALTIME, &wall);
+	r.started_ns = wall.tv_sec * 1000000000ULL + wall.tv_nsec;
 	r.started = now();
 	if (r.child)
 		release(&r);

@@ -9,6 +9,7 @@
 #include "sampling.h"
 
 #define SESSION_MAX_PIDS 64
+#define SESSION_MAX_OUTPUTS 8	/* -o files of one record */
 
 enum session_channel {
 	SESSION_SAMPLE = 1,	/* the sampler */
@@ -27,7 +28,11 @@ struct session_opts {
 	struct render_opts render;
 	bool include_benign;
 	long duration;			/* seconds, 0 = until interrupted or exited */
-	const char *output;		/* -o, NULL for the default name */
+	const char *outputs[SESSION_MAX_OUTPUTS];	/* -o: record's files, each in the
+							 * format of its extension; the
+							 * default job's base NAME; trace's CSV */
+	int noutputs;			/* 0: the default names */
+	int format;			/* --format (enum profile_format), -1: not given */
 	const char *svg;		/* --svg, NULL for none (default job: a default name) */
 	bool summary;			/* summary on stderr at the end */
 	const char *bad_arg;		/* the argument argp stopped at, for its error */

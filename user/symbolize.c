@@ -249,6 +249,8 @@ struct proto_ent {
 	__u64 gen;
 	int builtin;	/* firstline == BUILTIN_LINE */
 	char *module;	/* escaped; "[builtin:x]" for a builtin */
+	char *chunk;	/* as loaded, without '@'/'=' (a path, kept whole);
+			 * "[string]" for a string chunk, "" for a builtin */
 };
 
 /* Per (proto, bytecode position): the name lj_debug_funcname gives there. */
@@ -301,6 +303,7 @@ static void proto_ent_free(void *v)
 	struct proto_ent *pe = v;
 
 	free(pe->module);
+	free(pe->chunk);
 	free(pe);
 }
 
@@ -538,10 +541,22 @@ static int module_put(struct strbuf *out, const char *name, size_t len, int buil
 	return sym_escape(out, name + i, len - i);
 }
 
+/* The chunk's name as a file: what follows '@' or '=', "[string]" for a
+ * chunk loaded from a string (its "name" is its source), "" for a builtin. */
+static char *chunk_make(const char *name, size_t len, int builtin)
+{
+	if (builtin)
+		return strdup("");
+	if (len == 0 || (name[0] != '=' && name[0] != '@'))
+		return strdup("[string]");
+	return strndup(name + 1, len - 1);
+}
+
 static int module_make(struct symbolizer *s, struct proto_ent *pe)
 {
 	struct strbuf raw = { 0 }, mod = { 0 };
 	int err = str_read(s, pe->pt.chunkname, 256, 0, &raw);
+	char *chunk = NULL;
 
 	/* A chunk loaded from a string is named by its source, which can be
 	 * long: read all of the name only when more than its first byte counts. */
@@ -549,13 +564,17 @@ static int module_make(struct symbolizer *s, struct proto_ent *pe)
 		err = str_read(s, pe->pt.chunkname, STR_MAX, 0, &raw);
 	if (!err)
 		err = module_put(&mod, raw.buf, raw.len, pe->builtin);
+	if (!err && !(chunk = chunk_make(raw.buf, raw.len, pe->builtin)))
+		err = -ENOMEM;
 	strbuf__free(&raw);
 	if (err) {
 		strbuf__free(&mod);
 		return err;
 	}
 	free(pe->module);
+	free(pe->chunk);
 	pe->module = mod.buf;
+	pe->chunk = chunk;
 	return 0;
 }
 
@@ -891,8 +910,36 @@ int symbolizer__stack(struct symbolizer *s, const struct nupp_frame *frames,
 	return symbolizer__stack_cut(s, frames, depth, depth, out);
 }
 
-int symbolizer__stack_cut(struct symbolizer *s, const struct nupp_frame *frames,
-			  int depth, int shown, struct strbuf *out)
+static int line_of(struct symbolizer *s, const struct lj_proto *pt, __u32 pos);
+
+/* What frame i is, beyond its text (struct sym_frame). */
+static void frame_describe(struct symbolizer *s, const struct nupp_frame *fr,
+			   const struct frame_info *fi, struct sym_frame *out)
+{
+	const struct proto_ent *pe = fi->pe;
+	long pos;
+	int line;
+
+	if (!fi->ok) {
+		out->kind = SYM_KIND_UNREAD;
+	} else if (pe && !pe->builtin) {
+		out->kind = SYM_KIND_LUA;
+		out->chunk = pe->chunk;
+		out->start_line = pe->pt.firstline;
+		pos = frame_pos(&pe->pt, fr->pc & ~(__u64)NUPP_CALL_MASK);
+		line = pos < 0 ? 0 : line_of(s, &pe->pt, (__u32)pos);
+		out->line = line > 0 ? (__u32)line : 0;
+	} else if (!pe && fi->fn.ffid == FF_C) {
+		out->kind = SYM_KIND_C;
+		out->addr = fi->fn.f;
+	} else {
+		out->kind = SYM_KIND_BUILTIN;
+	}
+}
+
+/* symbolizer__stack_info, info optional. */
+static int stack_render(struct symbolizer *s, const struct nupp_frame *frames, int depth,
+			int shown, struct strbuf *out, struct sym_frame *info)
 {
 	struct frame_info fi[2];	/* frame i and its caller, i + 1 */
 	int i, r, unknown = 0;
@@ -904,6 +951,7 @@ int symbolizer__stack_cut(struct symbolizer *s, const struct nupp_frame *frames,
 	 * caller of the next. */
 	for (i = depth - 1; i >= 0; i--) {
 		struct frame_info *self = &fi[i & 1], *caller = &fi[(i + 1) & 1];
+		size_t at;
 
 		if ((r = frame_resolve(s, &frames[i], self)))
 			return r;
@@ -911,12 +959,29 @@ int symbolizer__stack_cut(struct symbolizer *s, const struct nupp_frame *frames,
 			continue;
 		if (i != shown - 1 && strbuf__puts(out, ";"))
 			return -ENOMEM;
+		at = out->len;
 		r = frame_render(s, frames, i, self, i + 1 < depth ? caller : NULL, out);
 		if (r < 0)
 			return r;
 		unknown += r;
+		if (info) {
+			info[shown - 1 - i] = (struct sym_frame){ .off = at, .len = out->len - at };
+			frame_describe(s, &frames[i], self, &info[shown - 1 - i]);
+		}
 	}
 	return unknown;
+}
+
+int symbolizer__stack_cut(struct symbolizer *s, const struct nupp_frame *frames,
+			  int depth, int shown, struct strbuf *out)
+{
+	return stack_render(s, frames, depth, shown, out, NULL);
+}
+
+int symbolizer__stack_info(struct symbolizer *s, const struct nupp_frame *frames,
+			   int depth, int shown, struct strbuf *out, struct sym_frame *info)
+{
+	return stack_render(s, frames, depth, shown, out, info);
 }
 
 /* ---------------------------------------------------------------------------

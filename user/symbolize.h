@@ -84,6 +84,30 @@ int symbolizer__stack(struct symbolizer *s, const struct nupp_frame *frames,
 int symbolizer__stack_cut(struct symbolizer *s, const struct nupp_frame *frames,
 			  int depth, int shown, struct strbuf *out);
 
+/* What a rendered frame is, beyond its text: what the formats that keep
+ * more than a name (pprof, speedscope) need. */
+enum sym_kind {
+	SYM_KIND_LUA,		/* a Lua function */
+	SYM_KIND_C,		/* a C function */
+	SYM_KIND_BUILTIN,	/* a fast function or a bytecode builtin */
+	SYM_KIND_UNREAD,	/* its memory could not be read: SYM_UNKNOWN */
+};
+
+struct sym_frame {
+	size_t off, len;	/* its text in the stack: out->buf + off, len bytes */
+	enum sym_kind kind;
+	const char *chunk;	/* Lua: its chunk's name, path kept, unescaped; valid
+				 * until the next call of the symbolizer */
+	__u32 start_line;	/* Lua: the line the function starts at */
+	__u32 line;		/* Lua: the line of the frame's pc, 0 unknown */
+	__u64 addr;		/* C: the lua_CFunction */
+};
+
+/* symbolizer__stack_cut, and in info[0..shown) (outermost first) what each
+ * frame is. */
+int symbolizer__stack_info(struct symbolizer *s, const struct nupp_frame *frames,
+			   int depth, int shown, struct strbuf *out, struct sym_frame *info);
+
 /* Append frame i of frames[0..depth) alone; the frame above it (i + 1) is its
  * caller. Returns 1 when it rendered as SYM_UNKNOWN, 0, or -ENOMEM. */
 int symbolizer__frame(struct symbolizer *s, const struct nupp_frame *frames,

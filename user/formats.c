@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: MIT
+/* formats.c - output formats of a profile, by name and file name (formats.h). */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include "flamegraph.h"
+#include "formats.h"
+#include "pprof.h"
+#include "speedscope.h"
+
+static const struct {
+	const char *name, *ext;
+} formats[FORMAT_MAX] = {
+	[FORMAT_COLLAPSED] = { "collapsed", ".collapsed" },
+	[FORMAT_PPROF] = { "pprof", ".pb.gz" },
+	[FORMAT_SPEEDSCOPE] = { "speedscope", ".json" },
+	[FORMAT_SVG] = { "svg", ".svg" },
+};
+
+int format__parse(const char *name)
+{
+	for (int f = 0; f < FORMAT_MAX; f++)
+		if (!strcmp(name, formats[f].name))
+			return f;
+	return -1;
+}
+
+static int ends_with(const char *s, const char *tail)
+{
+	size_t n = strlen(s), k = strlen(tail);
+
+	return n > k && !strcmp(s + n - k, tail);
+}
+
+enum profile_format format__of_file(const char *path)
+{
+	for (int f = 0; f < FORMAT_MAX; f++)
+		if (f != FORMAT_COLLAPSED && ends_with(path, formats[f].ext))
+			return f;
+	return FORMAT_COLLAPSED;
+}
+
+const char *format__name(enum profile_format f)
+{
+	return formats[f].name;
+}
+
+const char *format__ext(enum profile_format f)
+{
+	return formats[f].ext;
+}
+
+int format__write(const struct profile *p, const struct render_opts *o, enum profile_format f,
+		  FILE *out)
+{
+	switch (f) {
+	case FORMAT_PPROF:
+		return pprof__write(p, o, out);
+	case FORMAT_SPEEDSCOPE:
+		return speedscope__write(p, o, out);
+	case FORMAT_SVG:
+		return flamegraph__write(p, o, out);
+	default:
+		return profile__write_collapsed(p, o, out, NULL) < 0 ? -1 : 0;
+	}
+}
+
+/* ---------------------------------------------------------------------------
+ * Text for JSON and XML
+ */
+
+int format__utf8_len(const unsigned char *s)
+{
+	int n = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 :
+		s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+
+	for (int i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	/* Overlong forms, surrogates and code points past U+10FFFF. */
+	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
+	    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
+		return 0;
+	return n;
+}
+
+#define REPLACEMENT	"\xef\xbf\xbd"	/* U+FFFD */
+
+void format__put_json(FILE *out, const char *s)
+{
+	const unsigned char *u = (const unsigned char *)s;
+
+	fputc('"', out);
+	while (*u) {
+		int n = format__utf8_len(u);
+
+		if (!n) {
+			fputs(REPLACEMENT, out);
+			u++;
+		} else if (*u == '"' || *u == '\\') {
+			fprintf(out, "\\%c", *u++);
+		} else if (*u < 0x20) {
+			fprintf(out, "\\u%04x", *u++);
+		} else {
+			fwrite(u, 1, n, out);
+			u += n;
+		}
+	}
+	fputc('"', out);
+}
+
+size_t format__put_xml(FILE *out, const char *s, size_t max)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t chars = 0;
+
+	for (; *u && chars < max; chars++) {
+		int n = format__utf8_len(u);
+
+		if (!n || *u < 0x20) {
+			fputs(REPLACEMENT, out);
+			u++;
+			continue;
+		}
+		switch (*u) {
+		case '<': fputs("&lt;", out); break;
+		case '>': fputs("&gt;", out); break;
+		case '&': fputs("&amp;", out); break;
+		case '"': fputs("&quot;", out); break;
+		default: fwrite(u, 1, n, out);
+		}
+		u += n;
+	}
+	return chars;
+}
+
+char *format__utf8_dup(const char *s)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	char *copy = malloc(3 * strlen(s) + 1), *c = copy;	/* a byte grows to 3 at most */
+
+	if (!copy)
+		return NULL;
+	while (*u) {
+		int n = format__utf8_len(u);
+
+		if (n) {
+			memcpy(c, u, n);
+			u += n;
+			c += n;
+		} else {
+			memcpy(c, REPLACEMENT, 3);
+			u++;
+			c += 3;
+		}
+	}
+	*c = '\0';
+	return copy;
+}
