@@ -465,9 +465,11 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, char *err,
 		return -1;
 	}
 	symbolizer__set_lines(tg->sym, s->lines);
-	/* NULL for a build whose layout has no trace fields: its compiled
-	 * samples keep the trace's base frame as their leaf. */
-	tg->tm = tracemap__new(lj_target__build(t), procmem__reader(&tg->pid), t->vm_lo);
+	/* NULL for a build whose layout has no trace fields (or when
+	 * NUPP_NO_TRACE_MAP=1 asks so): its compiled samples keep the trace's
+	 * base frame as their leaf. */
+	if (!getenv("NUPP_NO_TRACE_MAP"))
+		tg->tm = tracemap__new(lj_target__build(t), procmem__reader(&tg->pid), t->vm_lo);
 	if (configure(s, tg) || enlist(s, tg)) {
 		snprintf(err, errsz, "failed to configure PID %d: %s", t->pid, strerror(errno));
 		symbolizer__free(tg->sym);
@@ -695,9 +697,12 @@ int sampler__poll(struct sampler *s)
 {
 	int ret;
 
-	for (int i = 0; i < s->ntargets; i++)
-		if (!s->targets[i]->gone)
-			forget_freed_code(s, s->targets[i]);
+	for (int i = 0; i < s->ntargets; i++) {
+		if (s->targets[i]->gone)
+			continue;
+		forget_freed_code(s, s->targets[i]);
+		tracemap__poll(s->targets[i]->tm);
+	}
 	ret = ring_buffer__consume(s->new_slots);
 	if (ret < 0)
 		return ret;
@@ -787,6 +792,12 @@ int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats 
 		memcpy(p->rows[at].state, r->state, sizeof(r->state));
 		p->rows[at].unreadable = r->unreadable;
 	}
+	if (getenv("NUPP_VERBOSE"))
+		for (int i = 0; i < s->ntargets; i++)
+			if (s->targets[i]->tm)
+				fprintf(stderr, "sampler: pid %d: %zu traces held, %zu bytes\n",
+					s->targets[i]->pid, tracemap__traces(s->targets[i]->tm),
+					tracemap__bytes(s->targets[i]->tm));
 	st->paused = counter(s, NUPP_CNT_PAUSED);
 	st->samples += st->paused;
 	for (int i = 0; i < NUPP_ERR_MAX; i++)

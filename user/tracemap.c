@@ -51,10 +51,11 @@ struct tm_chain {
 					 * call), else 0: the one in memory */
 };
 
-/* A trace as read. The header fields are checked at every use. */
+/* A trace as read. Its header fields are checked again at each poll. */
 struct tm_trace {
 	__u64 T, startpc, mcode, snap, snapmap, ir;
 	__u32 szmcode, nsnap, nsnapmap, nk, nins, traceno;
+	__u64 checked;			/* tracemap.poll when last checked */
 	__u8 *snaps;			/* the SnapShot array, nsnap * sn_size bytes */
 	struct tm_chain *chains;	/* by snapshot */
 	__u64 *protos;			/* prototypes its KGC constants name, read once */
@@ -71,6 +72,7 @@ struct tracemap {
 	int op_kint64, op_kptr, op_kkptr;	/* the other 64-bit constants */
 	struct tm_trace **by_no;	/* by trace number */
 	size_t cap, ntraces, bytes;
+	__u64 poll;			/* tracemap__poll() calls */
 };
 
 static int ir_op(const struct lj_build *b, const char *name)
@@ -139,6 +141,12 @@ void tracemap__free(struct tracemap *tm)
 	free(tm);
 }
 
+void tracemap__poll(struct tracemap *tm)
+{
+	if (tm)
+		tm->poll++;
+}
+
 size_t tracemap__traces(const struct tracemap *tm)
 {
 	return tm ? tm->ntraces : 0;
@@ -188,11 +196,17 @@ static __u64 trace_ptr(struct tracemap *tm, __u64 g, __u32 n, __u8 *hdr)
 {
 	const struct lj_layout *lj = tm->lj;
 	__u64 J = g - lj->gg_g + lj->gg_j, arr, T;
+	__u32 lo = lj->J_trace < lj->J_sizetrace ? lj->J_trace : lj->J_sizetrace;
+	__u8 jb[64];
 	__u32 size;
 
-	if (!lj->gg_j || !n || rd(tm, &size, 4, J + lj->J_sizetrace) || n >= size ||
-	    size > TRACENO_MAX || rd(tm, &arr, 8, J + lj->J_trace) ||
-	    rd(tm, &T, 8, arr + 8 * (__u64)n))
+	/* J->trace and J->sizetrace in one read (they are neighbours). */
+	if (!lj->gg_j || !n || lj->J_trace + 8 - lo > sizeof(jb) ||
+	    lj->J_sizetrace + 4 - lo > sizeof(jb) || rd(tm, jb, sizeof(jb), J + lo))
+		return 0;
+	size = u32_at(jb, lj->J_sizetrace - lo);
+	arr = u64_at(jb, lj->J_trace - lo);
+	if (n >= size || size > TRACENO_MAX || rd(tm, &T, 8, arr + 8 * (__u64)n))
 		return 0;
 	T &= LJ_GCVMASK;
 	if (!T || rd(tm, hdr, lj->tr_size, T) || hdr[lj->gc_gct] != GCT_TRACE ||
@@ -234,15 +248,23 @@ static struct tm_trace *trace_get(struct tracemap *tm, __u64 g, __u32 n, int *er
 	const struct lj_layout *lj = tm->lj;
 	struct tm_trace now = { 0 }, *tr;
 	__u8 hdr[HDR_MAX];
-	__u64 T = trace_ptr(tm, g, n, hdr);
 	__u32 prev_mcofs = 0;
+	__u64 T;
 
 	*err = 0;
+	/* Checked since the last poll: the stacks symbolized at one poll were
+	 * recorded within its interval, and a trace replaced meanwhile has
+	 * its code elsewhere (the caller checks the address). */
+	if (n < tm->cap && (tr = tm->by_no[n]) && tr->checked == tm->poll)
+		return tr;
+	T = trace_ptr(tm, g, n, hdr);
 	if (!T)
 		return NULL;
 	trace_fields(lj, hdr, T, &now);
-	if (n < tm->cap && (tr = tm->by_no[n]) && trace_same(tr, &now))
+	if (n < tm->cap && (tr = tm->by_no[n]) && trace_same(tr, &now)) {
+		tr->checked = tm->poll;
 		return tr;
+	}
 	/* New, or its number now names another trace. */
 	if (n >= tm->cap) {
 		size_t cap = tm->cap ? tm->cap : 64;
@@ -290,6 +312,7 @@ static struct tm_trace *trace_get(struct tracemap *tm, __u64 g, __u32 n, int *er
 		}
 		prev_mcofs = ofs;
 	}
+	tr->checked = tm->poll;
 	tr->bytes = sizeof(*tr) + (size_t)tr->nsnap * (lj->sn_size + sizeof(*tr->chains));
 	tm->by_no[n] = tr;
 	tm->bytes += tr->bytes;

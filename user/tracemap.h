@@ -16,9 +16,10 @@
  * dumpstack reads it after that exit.
  *
  * What is read of a trace is kept by trace number and checked against
- * J->trace[n] and the trace's header at every use: a trace flushed, or its
- * number reused, is read again (and a sample taken in a trace that is gone
- * is left unmapped, never mapped through another).
+ * J->trace[n] and the trace's header at each poll that uses it: a trace
+ * flushed, or its number reused, is read again, and a sample whose address
+ * does not lie in the code of the trace of its number is left unmapped,
+ * never mapped through another.
  */
 #ifndef NUPP_TRACEMAP_H
 #define NUPP_TRACEMAP_H
@@ -47,6 +48,10 @@ void tracemap__free(struct tracemap *tm);
 
 /* Drop what was read of every trace. */
 void tracemap__flush(struct tracemap *tm);
+
+/* A new poll's stacks follow: each trace they name is checked again
+ * against the process, once. */
+void tracemap__poll(struct tracemap *tm);
 
 /* The stack in[0..depth) recorded in VM g, innermost first, with the frames
  * inlined into the trace before its leaf, into out (room for max frames; at
