@@ -13,8 +13,8 @@ mapping (the default) and without it (NUPP_NO_TRACE_MAP=1: the samples keep
 their positions, so the kernel side and the stacks to symbolize are the
 same, and only the mapping is left out). Reported per configuration, as
 medians over the rounds: nupp-bpf's CPU time (user + sys, wait4) as a share
-of one core over the recording, its peak RSS, the distinct stacks, the
-compiled samples mapped, and what the mapper holds (traces read, bytes;
+of one core over the recording, its peak RSS, the distinct stacks in the
+kernel's table and in the output, the compiled samples mapped, and what the mapper holds (traces read, bytes;
 from NUPP_VERBOSE). The difference of the CPU shares is the mapping's cost.
 """
 import argparse
@@ -109,6 +109,9 @@ def parse(err):
     m = re.search(r"compiled: (\d+) of (\d+) samples mapped", err)
     if m:
         r["mapped"], r["compiled"] = int(m[1]), int(m[2])
+    m = re.search(r"sampler: (\d+) kernel stacks", err)
+    if m:
+        r["keys"] = int(m[1])
     m = re.search(r"sampler: pid \d+: (\d+) traces held, (\d+) bytes", err)
     if m:
         r["held"], r["bytes"] = int(m[1]), int(m[2])
@@ -153,14 +156,14 @@ def main():
 
     print("target: %d traces (%s), nupp-bpf record -F 997 -d %g, %d rounds, medians"
           % (traces, a.luajit, a.seconds, a.rounds))
-    print("| mapping | CPU, % of a core | peak RSS, MiB | stacks | compiled samples mapped "
-          "| traces held | bytes held |")
-    print("|---|---|---|---|---|---|---|")
+    print("| mapping | CPU, % of a core | peak RSS, MiB | kernel stacks | stacks written "
+          "| compiled samples mapped | traces held | bytes held |")
+    print("|---|---|---|---|---|---|---|---|")
     for mapping in (True, False):
-        print("| %s | %.2f | %.1f | %d | %s | %s | %s |" % (
+        print("| %s | %.2f | %.1f | %d | %d | %s | %s | %s |" % (
             "on" if mapping else "off (NUPP_NO_TRACE_MAP=1)",
             100 * med(mapping, "cpu") / a.seconds, med(mapping, "rss") / 1024,
-            med(mapping, "stacks"),
+            med(mapping, "keys"), med(mapping, "stacks"),
             "%d of %d" % (med(mapping, "mapped"), med(mapping, "compiled"))
             if mapping else "-",
             "%d" % med(mapping, "held") if mapping else "-",

@@ -42,6 +42,15 @@ struct target {
 	__u32 slot;			/* in the BPF program's maps */
 };
 
+/* A stack as mapped through its trace, with what else makes its row. */
+struct mapped_key {
+	__u32 pid, tid;
+	__u64 g;
+	__u32 zone;
+	__u16 depth, shown;
+	struct nupp_frame frames[];
+};
+
 struct sampler {
 	struct sampler_bpf *skel;
 	struct bpf_link **links;
@@ -65,6 +74,10 @@ struct sampler {
 	struct keymap seen;		/* kernel key -> KEY_VALUE(row, enum tracemap_result);
 					 * row -2: unsymbolized */
 	__u8 *slot_map;			/* by slot: enum tracemap_result of its key */
+	struct keymap rendered;		/* a mapped stack's frames (struct mapped_key) -> its
+					 * row: the keys of one trace's instructions that
+					 * map alike render alike */
+	struct mapped_key *mkey;	/* a buffer for one */
 	struct profile rows;		/* rows with counts still 0 until collect */
 	__u64 unsymbolized_keys;
 };
@@ -206,7 +219,8 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 	s->skel->rodata->leaf_pc = o->lines;
 	s->frames = calloc(1, s->frames_size);
 	s->mapped = calloc(o->depth + 1 + NUPP_MAX_DEPTH, sizeof(*s->mapped));
-	if (!s->frames || !s->mapped) {
+	s->mkey = calloc(1, sizeof(*s->mkey) + (o->depth + 1 + NUPP_MAX_DEPTH) * sizeof(*s->mapped));
+	if (!s->frames || !s->mapped || !s->mkey) {
 		snprintf(err, errsz, "out of memory");
 		goto fail;
 	}
@@ -296,6 +310,8 @@ void sampler__close(struct sampler *s)
 	if (s->procs)
 		munmap(s->procs, procs_bytes());
 	keymap__free(&s->seen);
+	keymap__free(&s->rendered);
+	free(s->mkey);
 	profile__free(&s->rows);
 	free(s->frames);
 	free(s->mapped);
@@ -580,6 +596,18 @@ static long symbolize_key(struct sampler *s, const struct nupp_stack_key *k, int
 		shown += depth - k->depth;
 		if (shown > s->max_shown)
 			shown = s->max_shown;
+		/* The keys of a trace's instructions between two snapshots map
+		 * to one stack: render it once. */
+		if (*mapped == TRACEMAP_MAPPED) {
+			size_t n = sizeof(*s->mkey) + depth * sizeof(*s->mapped);
+
+			*s->mkey = (struct mapped_key){ k->pid, k->tid, k->g, k->zone, depth, shown };
+			memcpy(s->mkey->frames, s->mapped, depth * sizeof(*s->mapped));
+			row = keymap__get(&s->rendered, s->mkey, n);
+			if (row >= 0)
+				goto seen;
+			row = -2;
+		}
 		unknown = symbolizer__stack_cut(tg->sym, s->mapped, depth, shown, &stack);
 		if (unknown == -ENOMEM)
 			return -1;
@@ -591,7 +619,11 @@ static long symbolize_key(struct sampler *s, const struct nupp_stack_key *k, int
 			return -1;
 		if (row >= 0)
 			s->rows.rows[row].unreadable = unknown > 0;
+		if (row >= 0 && *mapped == TRACEMAP_MAPPED &&
+		    keymap__put(&s->rendered, s->mkey, sizeof(*s->mkey) + depth * sizeof(*s->mapped), row))
+			return -1;
 	}
+seen:
 	strbuf__free(&stack);
 	if (row == -2)
 		s->unsymbolized_keys++;
@@ -691,6 +723,7 @@ static void forget_freed_code(struct sampler *s, struct target *tg)
 	tg->seen_at = t;
 	symbolizer__flush(tg->sym);
 	tracemap__flush(tg->tm);
+	keymap__free(&s->rendered);	/* of every target: few are kept */
 }
 
 int sampler__poll(struct sampler *s)
@@ -792,6 +825,9 @@ int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats 
 		memcpy(p->rows[at].state, r->state, sizeof(r->state));
 		p->rows[at].unreadable = r->unreadable;
 	}
+	if (getenv("NUPP_VERBOSE"))
+		fprintf(stderr, "sampler: %zu kernel stacks, %zu mapped stacks rendered\n",
+			s->seen.used, s->rendered.used);
 	if (getenv("NUPP_VERBOSE"))
 		for (int i = 0; i < s->ntargets; i++)
 			if (s->targets[i]->tm)

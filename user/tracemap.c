@@ -477,6 +477,15 @@ static __u64 slot_fn(struct tracemap *tm, struct tm_trace *tr, const struct slot
 	return fn_by_pc(tm, tr, pc, err);
 }
 
+/* The frame slot below f by a delta link (frame_prevd), 0 when the delta
+ * is none or reaches past the snapshot's slots. */
+static int slot_below(int f, __u64 link)
+{
+	__u64 d = (link & ~(__u64)LJ_FRAME_TYPEP) / 8;
+
+	return d && d < (__u64)f ? f - (int)d : 0;
+}
+
 static enum nupp_call call_kind(__u64 link)
 {
 	return (link & LJ_FRAME_TYPE) == LJ_FRAME_LUA ? NUPP_CALL_LUA :
@@ -518,7 +527,8 @@ static int chain_resolve(struct tracemap *tm, struct tm_trace *tr, __u32 i, stru
 			return 0;
 		if ((link & LJ_FRAME_TYPEP) == LJ_FRAME_VARG) {
 			/* A vararg pseudo-frame: its function's frame lies below. */
-			f -= (int)((link & ~(__u64)LJ_FRAME_TYPEP) / 8);
+			if (!(f = slot_below(f, link)))
+				return 0;
 			continue;
 		}
 		fn = slot_fn(tm, tr, &sl, f - 1, pc, &err);
@@ -535,15 +545,12 @@ static int chain_resolve(struct tracemap *tm, struct tm_trace *tr, __u32 i, stru
 			pc = link;
 			f -= 2 + (int)((ins >> 8) & 0xff);
 		} else {
-			__u64 delta = link & ~(__u64)LJ_FRAME_TYPEP;
-
 			if ((link & LJ_FRAME_TYPEP) != LJ_FRAME_CONT)
 				pc = 0;		/* C, pcall: not stored in the frame */
 			else if (slot_link(tm, tr, &sl, f - 2, &pc))
 				return 0;
-			if (!delta)
+			if (!(f = slot_below(f, link)))
 				return 0;
-			f -= (int)(delta / 8);
 		}
 	}
 	if (f != 1)
