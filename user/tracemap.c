@@ -60,7 +60,20 @@ struct tm_trace {
 	struct tm_chain *chains;	/* by snapshot */
 	__u64 *protos;			/* prototypes its KGC constants name, read once */
 	int nprotos, protos_read;
+	__u8 *kbuf;			/* its IR constants, read at most once a poll */
+	__u64 kbuf_poll;		/* tracemap.poll when read */
+	struct tm_memo *memo;		/* what its constants lead to */
+	int nmemo;
 	size_t bytes;
+};
+
+/* What a constant of a trace leads to, read once: a function constant's
+ * identity (by its ref), a Lua frame link's CALL operand A (by its ref |
+ * MEMO_CALL_A). The trace holds both alive. */
+#define MEMO_CALL_A	0x10000u
+struct tm_memo {
+	__u32 ref;
+	__u64 v;
 };
 
 struct tracemap {
@@ -121,6 +134,8 @@ static void trace_free(struct tm_trace *tr)
 	free(tr->chains);
 	free(tr->snaps);
 	free(tr->protos);
+	free(tr->kbuf);
+	free(tr->memo);
 	free(tr);
 }
 
@@ -143,8 +158,15 @@ void tracemap__free(struct tracemap *tm)
 
 void tracemap__poll(struct tracemap *tm)
 {
-	if (tm)
-		tm->poll++;
+	if (!tm)
+		return;
+	tm->poll++;
+	/* A trace's constants are read again for the next poll's stacks. */
+	for (size_t i = 0; i < tm->cap; i++)
+		if (tm->by_no[i] && tm->by_no[i]->kbuf) {
+			free(tm->by_no[i]->kbuf);
+			tm->by_no[i]->kbuf = NULL;
+		}
 }
 
 size_t tracemap__traces(const struct tracemap *tm)
@@ -340,14 +362,55 @@ static __u32 snap_at(const struct tracemap *tm, const struct tm_trace *tr, __u32
 /* IR constant ref of tr: its opcode and 64-bit value (the next 8 bytes,
  * where KNUM and, in GC64, KGC keep it). 0, or -1 when ref is not a
  * constant or cannot be read. */
-static int ir_const(struct tracemap *tm, const struct tm_trace *tr, __u32 ref, int *op, __u64 *v)
+static int ir_const(struct tracemap *tm, struct tm_trace *tr, __u32 ref, int *op, __u64 *v)
 {
-	__u8 ins[16];
+	const __u8 *ins;
+	__u8 one[16];
 
-	if (ref < tr->nk || ref + 1 >= REF_BIAS || rd(tm, ins, sizeof(ins), tr->ir + 8 * (__u64)ref))
+	if (ref < tr->nk || ref + 1 >= REF_BIAS)
 		return -1;
+	/* All of the trace's constants in one read (this poll's), rather than
+	 * a read each; one at a time if that read fails. */
+	if (!tr->kbuf && tr->kbuf_poll != tm->poll + 1) {
+		size_t n = 8 * (size_t)(REF_BIAS - tr->nk);
+
+		tr->kbuf_poll = tm->poll + 1;	/* tried at this poll */
+		if ((tr->kbuf = malloc(n)) && rd(tm, tr->kbuf, n, tr->ir + 8 * (__u64)tr->nk)) {
+			free(tr->kbuf);
+			tr->kbuf = NULL;
+		}
+	}
+	if (tr->kbuf) {
+		ins = tr->kbuf + 8 * (size_t)(ref - tr->nk);
+	} else {
+		if (rd(tm, one, sizeof(one), tr->ir + 8 * (__u64)ref))
+			return -1;
+		ins = one;
+	}
 	*op = ins[tm->lj->ir_o];
 	*v = u64_at(ins, 8);
+	return 0;
+}
+
+/* The memo of ref in tr (struct tm_memo), or NULL. */
+static const struct tm_memo *memo_find(const struct tm_trace *tr, __u32 ref)
+{
+	for (int i = 0; i < tr->nmemo; i++)
+		if (tr->memo[i].ref == ref)
+			return &tr->memo[i];
+	return NULL;
+}
+
+static int memo_put(struct tracemap *tm, struct tm_trace *tr, __u32 ref, __u64 v)
+{
+	struct tm_memo *more = realloc(tr->memo, (tr->nmemo + 1) * sizeof(*more));
+
+	if (!more)
+		return -ENOMEM;
+	tr->memo = more;
+	tr->memo[tr->nmemo++] = (struct tm_memo){ ref, v };
+	tr->bytes += sizeof(*more);
+	tm->bytes += sizeof(*more);
 	return 0;
 }
 
@@ -451,7 +514,7 @@ struct slots {
 };
 
 /* The 64-bit constant in slot s, flagged as a link or continuation slot. */
-static int slot_link(struct tracemap *tm, const struct tm_trace *tr, const struct slots *sl,
+static int slot_link(struct tracemap *tm, struct tm_trace *tr, const struct slots *sl,
 		     int s, __u64 *v)
 {
 	int op;
@@ -467,13 +530,20 @@ static int slot_link(struct tracemap *tm, const struct tm_trace *tr, const struc
 static __u64 slot_fn(struct tracemap *tm, struct tm_trace *tr, const struct slots *sl, int s,
 		     __u64 pc, int *err)
 {
+	const struct tm_memo *m;
 	__u64 v;
 	int op;
 
 	if (s < 0 || s >= SLOTS || !sl->set[s])
 		return 0;
-	if (!ir_const(tm, tr, sl->ref[s], &op, &v) && op == tm->op_kgc)
-		return fn_identity(tm, v);
+	if ((m = memo_find(tr, sl->ref[s])))
+		return m->v;
+	if (!ir_const(tm, tr, sl->ref[s], &op, &v) && op == tm->op_kgc) {
+		v = fn_identity(tm, v);
+		if (v && (*err = memo_put(tm, tr, sl->ref[s], v)))
+			return 0;
+		return v;
+	}
 	return fn_by_pc(tm, tr, pc, err);
 }
 
@@ -538,12 +608,19 @@ static int chain_resolve(struct tracemap *tm, struct tm_trace *tr, __u32 i, stru
 			return 0;
 		frames[n++] = (struct nupp_frame){ fn, (pc & ~(__u64)NUPP_CALL_MASK) | call_kind(link) };
 		if ((link & LJ_FRAME_TYPE) == LJ_FRAME_LUA) {
+			/* The CALL before the return address: its base register. */
+			const struct tm_memo *m = memo_find(tr, MEMO_CALL_A | sl.ref[f]);
 			__u32 ins;
 
-			if (rd(tm, &ins, 4, link - 4))
-				return 0;
+			if (!m) {
+				if (rd(tm, &ins, 4, link - 4))
+					return 0;
+				if ((err = memo_put(tm, tr, MEMO_CALL_A | sl.ref[f], (ins >> 8) & 0xff)))
+					return err;
+				m = &tr->memo[tr->nmemo - 1];
+			}
 			pc = link;
-			f -= 2 + (int)((ins >> 8) & 0xff);
+			f -= 2 + (int)m->v;
 		} else {
 			if ((link & LJ_FRAME_TYPEP) != LJ_FRAME_CONT)
 				pc = 0;		/* C, pcall: not stored in the frame */
