@@ -19,6 +19,11 @@
 #define LJ_FRAME_CONT	2
 #define LJ_FRAME_VARG	3
 
+/* The VM's C frame (x64 POSIX, GC64; lj_frame.h): L->cframe & ~3 points at
+ * it, and it keeps the interpreter's PC there around calls out of the VM. */
+#define LJ_CFRAME_RAWMASK	(~3ULL)
+#define LJ_CFRAME_OFS_PC	24
+
 /* g->vmstate holds ~LJ_VMST_x, or a trace number (>= 0) while on trace. */
 #define LJ_VMST_INTERP	(-1)
 #define LJ_VMST_C	(-2)
@@ -45,6 +50,7 @@ struct lj_layout {
 	__u32 L_top;		/* TValue *top */
 	__u32 L_stack;		/* MRef stack */
 	__u32 L_maxstack;	/* MRef maxstack: last free slot */
+	__u32 L_cframe;		/* void *cframe: the innermost C frame (| flag bits) */
 	/* GCobj header */
 	__u32 gc_gct;		/* u8 gct: ~itype */
 	/* GCfunc */
@@ -82,6 +88,31 @@ struct lj_layout {
 	__u32 J_penalty;	/* HotPenalty penalty[PENALTY_SLOTS] */
 	__u32 J_errinfo;	/* TValue errinfo */
 	__u32 J_sizetrace;	/* MSize sizetrace */
+	__u32 J_trace;		/* GCRef *trace: the traces by number */
+	/* GCtrace (a compiled trace); all 0 in a build whose layout lacks
+	 * them, which turns the mapping of compiled samples off */
+	__u32 tr_size;		/* sizeof(GCtrace) */
+	__u32 tr_nsnap;		/* u16 nsnap */
+	__u32 tr_nins;		/* IRRef nins: IR refs below it are valid */
+	__u32 tr_ir;		/* IRIns *ir, biased: ir + ref */
+	__u32 tr_nk;		/* IRRef nk: the lowest IR constant */
+	__u32 tr_nsnapmap;	/* u32 nsnapmap */
+	__u32 tr_snap;		/* SnapShot *snap */
+	__u32 tr_snapmap;	/* SnapEntry *snapmap */
+	__u32 tr_startpt;	/* GCRef startpt */
+	__u32 tr_startpc;	/* MRef startpc */
+	__u32 tr_szmcode;	/* MSize szmcode */
+	__u32 tr_mcode;		/* MCode *mcode */
+	__u32 tr_traceno;	/* u16 traceno */
+	/* SnapShot */
+	__u32 sn_size;		/* sizeof(SnapShot) */
+	__u32 sn_mapofs;	/* u32 mapofs: its entries in snapmap */
+	__u32 sn_mcofs;		/* u16 mcofs: where its code starts in mcode */
+	__u32 sn_nslots;	/* u8 nslots */
+	__u32 sn_nent;		/* u8 nent: entries, the PC after them */
+	/* IRIns */
+	__u32 ir_size;		/* sizeof(IRIns) */
+	__u32 ir_o;		/* u8 o: the IR opcode */
 };
 
 #endif /* NUPP_LJ_LAYOUT_H */

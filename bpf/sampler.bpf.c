@@ -24,6 +24,7 @@ static __always_inline int lj_read(void *dst, __u32 size, __u64 addr)
  * dummy frames take a step each and are skipped (rounded up to a batch). */
 const volatile __u32 walk_turns = NUPP_MAX_DEPTH;
 const volatile __u64 tick_fn;		/* address of the scheduler tick's hrtimer handler */
+const volatile __u32 leaf_pc;		/* --lines: record the leaf's pc off trace too */
 volatile __u32 paused;			/* set by userspace: count, don't record */
 
 /* Target processes by slot, their layout in procs[slot]. The first
@@ -99,6 +100,7 @@ struct vm_regs {
 	__u64 ip;
 	__u64 dispatch;		/* r14: DISPATCH */
 	__u64 base;		/* rdx: BASE, in the interpreter */
+	__u64 pc;		/* rbx: PC, in the interpreter (after the instruction) */
 };
 
 /* Per-CPU scratch: what a sample works on, too big for the 512-byte BPF
@@ -268,8 +270,9 @@ static __always_inline struct nupp_proc *proc_of(__u32 pid)
 
 /* Where the walk starts: the running function's base in each VM state
  * (luajit-internals.md §5); L->base is stale while bytecode or a trace runs.
- * The leaf's pc is left unknown: a frame's pc only names its callee, and the
- * leaf has none (and a key without it is shared by every sample of the stack).
+ * The leaf's pc is set apart (sample()): a frame's pc only names its callee,
+ * and the leaf has none, so it is kept only where it tells more (on trace,
+ * and with --lines); a key without it is shared by every sample of the stack.
  * ggblk holds the GG_State's fields; the running lua_State's lie in Lblk from
  * its offset Lfirst on (the main one's are in ggblk too). */
 static __always_inline __u64 walk_base(const struct nupp_proc *p, const struct vm_regs *regs,
@@ -292,6 +295,45 @@ static __always_inline __u64 walk_base(const struct nupp_proc *p, const struct v
 	/* C function, GC, recorder, or a helper called by the VM: the VM synced
 	 * L->base before calling out. */
 	return L_FIELD(Lblk, Lfirst, lj->L_base);
+}
+
+/* The leaf's pc on trace (NUPP_PC_TRACE in bpf/sampler.h): the trace and
+ * where its code was interrupted, for userspace to map through the trace's
+ * snapshots. Costs no read. 0 (nothing to map) for an address in the
+ * interpreter (the exit handler) or too far from it to be trace code. */
+static __always_inline __u64 trace_pos(const struct nupp_proc *p, const struct vm_regs *regs,
+				       __s32 vmstate)
+{
+	__s64 off = (__s64)(regs->ip - p->vm_lo);
+
+	if (off != (__s32)off || regs->ip - p->vm_lo < p->vm_hi - p->vm_lo || vmstate > 0xffff)
+		return 0;
+	return NUPP_PC_TRACE_MAKE(vmstate, off);
+}
+
+/* --lines, off trace: the leaf's current pc, into w->pc (0 unknown).
+ * Bytecode in the interpreter: its PC register (rbx), where BASE came from
+ * rdx. Elsewhere the VM saved it in its C frame (SAVE_PC) before calling out
+ * (GC, recorder, helpers): one read. In a C function the leaf is that
+ * function, which has no pc. Userspace keeps only a pc inside the leaf's
+ * bytecode. */
+static __always_inline void leaf_pc_of(const struct nupp_proc *p, struct sampler_scratch *sc,
+				       __u64 base, const __u8 *Lblk, __u32 Lfirst)
+{
+	struct lj_walk *w = &sc->walk.w;
+	__u64 cf;
+
+	if (sc->vmstate == LJ_VMST_INTERP && base == sc->regs.base &&
+	    sc->regs.ip - p->vm_lo < p->vm_hi - p->vm_lo) {
+		w->pc = sc->regs.pc & LJ_GCVMASK & ~(__u64)NUPP_CALL_MASK;
+		return;
+	}
+	if (sc->vmstate == LJ_VMST_C)
+		return;
+	cf = L_FIELD(Lblk, Lfirst, p->lj.L_cframe) & LJ_CFRAME_RAWMASK;
+	if (!cf || lj_read(&w->pc, 8, cf + LJ_CFRAME_OFS_PC))
+		w->pc = 0;
+	w->pc &= LJ_GCVMASK & ~(__u64)NUPP_CALL_MASK;
 }
 
 /* Steps of a walk per call of walk_steps(): a walk at the default --depth
@@ -325,7 +367,7 @@ static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *s
 	struct nupp_stack_key *key = &sc->key;
 	struct lj_walk *w = &sc->walk.w;
 	const __u8 *Lblk;
-	__u64 GG, L;
+	__u64 GG, L, base;
 	__u32 Lfirst, i;
 	int err;
 
@@ -360,11 +402,18 @@ static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *s
 	w->epoch = p->gc_epoch;
 	/* One frame more than shown: the caller names the outermost one. */
 	w->max = p->max_frames;
-	w->f = walk_base(p, &sc->regs, sc->vmstate, sc->ggblk, Lblk, Lfirst) - 8;	/* link slot */
+	base = walk_base(p, &sc->regs, sc->vmstate, sc->ggblk, Lblk, Lfirst);
+	w->f = base - 8;	/* link slot */
 	if (lj_unlikely(w->f == w->bot))	/* an empty stack: a thread not started, or lua_close */
 		return unresolved(NUPP_ERR_NO_FRAME);
 	if (lj_unlikely(w->f < w->bot || w->f > L_FIELD(Lblk, Lfirst, p->lj.L_maxstack)))
 		return unresolved(NUPP_ERR_BAD_BASE);
+	/* The leaf's pc, which walk_steps() records with its frame: on trace
+	 * where its code runs, else (--lines) its bytecode. */
+	if (sc->vmstate >= 0)
+		w->pc = trace_pos(p, &sc->regs, sc->vmstate);
+	else if (leaf_pc)
+		leaf_pc_of(p, sc, base, Lblk, Lfirst);
 	/* A bounded loop of batches, not bpf_loop(), whose indirect call per
 	 * turn costs more than a frame on this kernel. Its bound is rodata, a
 	 * constant to the verifier. */
@@ -394,8 +443,9 @@ static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *s
 #define VM_REGS(r, regs) do {							\
 	const struct pt_regs *rg_ = (regs);					\
 	__u64 ip_ = rg_->ip, d_ = rg_->r14, b_ = rg_->dx;			\
-	asm volatile("" : "+r"(ip_), "+r"(d_), "+r"(b_));			\
-	(r) = (struct vm_regs){ .ip = ip_, .dispatch = d_, .base = b_ };	\
+	__u64 pc_ = leaf_pc ? rg_->bx : 0;					\
+	asm volatile("" : "+r"(ip_), "+r"(d_), "+r"(b_), "+r"(pc_));		\
+	(r) = (struct vm_regs){ .ip = ip_, .dispatch = d_, .base = b_, .pc = pc_ };	\
 } while (0)
 
 /* This CPU's scratch, where a sample of task starts: its ids. */

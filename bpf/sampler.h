@@ -37,8 +37,23 @@ enum nupp_fn_kind {
 struct nupp_frame {
 	__u64 fn;	/* NUPP_FN(enum nupp_fn_kind, identity) */
 	__u64 pc;	/* current BCIns * in the function, pointing after the
-			 * instruction (0 unknown) | enum nupp_call in the low 2 bits */
+			 * instruction (0 unknown) | enum nupp_call in the low 2 bits;
+			 * or, in the leaf on trace, a NUPP_PC_TRACE position */
 };
+
+/* The leaf's pc on trace: where the trace's machine code was interrupted,
+ * which userspace maps through the trace's snapshots to the frames inlined
+ * into it and their bytecode (user/tracemap.c). Bit 63 set; the trace number
+ * (g->vmstate) in bits 34..49; the interrupted instruction's address less
+ * nupp_proc.vm_lo, a signed 32-bit number (LuaJIT allocates trace code
+ * within 2 GiB of its interpreter), in bits 2..33; the call kind in bits 0..1
+ * as in every frame. A sample whose address does not fit keeps pc 0. */
+#define NUPP_PC_TRACE			(1ULL << 63)
+#define NUPP_PC_TRACE_MAKE(traceno, off) \
+	(NUPP_PC_TRACE | (__u64)((traceno) & 0xffff) << 34 | (__u64)(__u32)(off) << 2)
+#define NUPP_PC_IS_TRACE(pc)		(((pc) & NUPP_PC_TRACE) != 0)
+#define NUPP_PC_TRACENO(pc)		((__u32)((pc) >> 34) & 0xffff)
+#define NUPP_PC_TRACEOFF(pc)		((__s32)(__u32)((pc) >> 2))
 
 /* VM states of the spec's Sample record. */
 enum nupp_state {

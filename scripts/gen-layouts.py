@@ -111,6 +111,11 @@ GCstr nupp_str;
 GCfuncL nupp_fnl;
 GCfuncC nupp_fnc;
 GChead nupp_gch;
+#if LJ_HASJIT
+GCtrace nupp_tr;
+SnapShot nupp_sn;
+IRIns nupp_ir;
+#endif
 """
 
 # jit/vmdef.lua asserts that the running luajit has its own version: read it
@@ -302,10 +307,15 @@ def probe_layout(srcdir, tmp, name, flags, nupp_layout):
     return json.loads(run([nupp_layout, "--json", obj])), None
 
 
+# Fields of the JIT compiler's types (jit_State, GCtrace, SnapShot, IRIns):
+# 0 in a build without it, as user/dwarf_layout.c reads them.
+JIT_PREFIXES = ("J_", "tr_", "sn_", "ir_")
+
+
 def nojit_values(srcdir, tmp, flags, fields):
     """gen-registry's LAYOUT expressions, without those of jit_State, for a
     build without the JIT compiler (its GG_State has no J)."""
-    keep = [f for f in fields if f != "gg_j" and not f.startswith("J_")]
+    keep = [f for f in fields if f != "gg_j" and not f.startswith(JIT_PREFIXES)]
     lines = ['#include <stddef.h>', '#include <stdio.h>', '#include "lj_obj.h"', '#include "lj_bc.h"',
              '#include "lj_jit.h"', '#include "lj_frame.h"', '#include "lj_dispatch.h"',
              'int main(void)', '{', '\tprintf("LJ_HASJIT %d\\n", LJ_HASJIT);']

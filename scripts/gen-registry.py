@@ -83,6 +83,7 @@ LAYOUT = {
     "L_top": "offsetof(lua_State, top)",
     "L_stack": "offsetof(lua_State, stack)",
     "L_maxstack": "offsetof(lua_State, maxstack)",
+    "L_cframe": "offsetof(lua_State, cframe)",
     "gc_gct": "offsetof(GChead, gct)",
     "fn_ffid": "offsetof(GCfuncL, ffid)",
     "fn_pc": "offsetof(GCfuncL, pc)",
@@ -115,6 +116,27 @@ LAYOUT = {
     "J_penalty": "offsetof(jit_State, penalty)",
     "J_errinfo": "offsetof(jit_State, errinfo)",
     "J_sizetrace": "offsetof(jit_State, sizetrace)",
+    "J_trace": "offsetof(jit_State, trace)",
+    "tr_size": "sizeof(GCtrace)",
+    "tr_nsnap": "offsetof(GCtrace, nsnap)",
+    "tr_nins": "offsetof(GCtrace, nins)",
+    "tr_ir": "offsetof(GCtrace, ir)",
+    "tr_nk": "offsetof(GCtrace, nk)",
+    "tr_nsnapmap": "offsetof(GCtrace, nsnapmap)",
+    "tr_snap": "offsetof(GCtrace, snap)",
+    "tr_snapmap": "offsetof(GCtrace, snapmap)",
+    "tr_startpt": "offsetof(GCtrace, startpt)",
+    "tr_startpc": "offsetof(GCtrace, startpc)",
+    "tr_szmcode": "offsetof(GCtrace, szmcode)",
+    "tr_mcode": "offsetof(GCtrace, mcode)",
+    "tr_traceno": "offsetof(GCtrace, traceno)",
+    "sn_size": "sizeof(SnapShot)",
+    "sn_mapofs": "offsetof(SnapShot, mapofs)",
+    "sn_mcofs": "offsetof(SnapShot, mcofs)",
+    "sn_nslots": "offsetof(SnapShot, nslots)",
+    "sn_nent": "offsetof(SnapShot, nent)",
+    "ir_size": "sizeof(IRIns)",
+    "ir_o": "offsetof(IRIns, o)",
 }
 
 # Printed for information (--print) and sanity checks; not stored.
@@ -209,9 +231,30 @@ def text_section(path):
 # ---------------------------------------------------------------------------
 # Values from the tree's headers
 
+# The LAYOUT fields of the types the mapping of compiled samples reads
+# (GCtrace, SnapShot, IRIns). Before 2021-03 (upstream a32aeadc) SnapShot has
+# no mcofs: such a tree gets 0 for all of them, which turns the mapping off,
+# as user/dwarf_layout.c reads them.
+TRACE_MAP_PREFIXES = ("tr_", "sn_", "ir_")
+
+
 def c_values(tree, srcdir, gendir, cflags=()):
     """Compile and run a printer for LAYOUT, EXTRA, bytecode modes, mmnames.
-    cflags: more compiler flags (scripts/gen-layouts.py tries build options)."""
+    cflags: more compiler flags (scripts/gen-layouts.py tries build options).
+    A tree whose headers lack a field of TRACE_MAP_PREFIXES gets 0 for all of
+    them."""
+    group = [f for f in LAYOUT if f.startswith(TRACE_MAP_PREFIXES)]
+    test = ['#include <stddef.h>', '#include "lj_obj.h"', '#include "lj_jit.h"', '']
+    test += ['long long v_%s = (long long)(%s);' % (f, LAYOUT[f]) for f in group]
+    csrc = os.path.join(gendir, "layout-%s-trace.c" % tree)
+    with open(csrc, "w") as f:
+        f.write("\n".join(test) + "\n")
+    r = subprocess.run(["gcc", "-fsyntax-only", "-w"] + CDEFS + list(cflags) + ["-I" + srcdir, csrc],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return c_values_of(tree, srcdir, gendir, cflags, group if r.returncode else ())
+
+
+def c_values_of(tree, srcdir, gendir, cflags, skip):
     lines = ['#include <stddef.h>', '#include <stdio.h>',
              '#include "lj_obj.h"', '#include "lj_bc.h"', '#include "lj_jit.h"',
              '#include "lj_frame.h"', '#include "lj_dispatch.h"', '',
@@ -223,7 +266,7 @@ def c_values(tree, srcdir, gendir, cflags=()):
              'static const char *const mmnames[] = { MMDEF(MM_NAME) };',
              '', 'int main(void)', '{', '\tunsigned i;']
     for name, expr in list(LAYOUT.items()) + list(EXTRA.items()):
-        lines.append('\tprintf("v %s %%lld\\n", (long long)(%s));' % (name, expr))
+        lines.append('\tprintf("v %s %%lld\\n", (long long)(%s));' % (name, "0" if name in skip else expr))
     lines += ['\tfor (i = 0; i < sizeof(bc_a) / sizeof(bc_a[0]); i++)',
               '\t\tprintf("bc %u %d %d\\n", i, bc_a[i], bc_mm[i]);',
               '\tfor (i = 0; i < sizeof(mmnames) / sizeof(mmnames[0]); i++)',

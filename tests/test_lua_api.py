@@ -378,6 +378,57 @@ def test_stack_depth_limits_frames(tmp_path):
             assert f[:i] == ["prog.lua:down"] * i
 
 
+LINES_PROG = PRELUDE + """
+    local function work(n, x)
+      for _ = 1, n do
+        if x > 1e300 then x = 0 end %s -- HOT
+        if x > 1e300 then x = 0 end x = x * 0.999 + 0.5; x = x * 0.999 + 0.5 -- COLD
+      end
+      return x
+    end
+    local function run(f)
+      local t0, sink = os.clock(), 0
+      while os.clock() - t0 < 1 do sink = sink + f(2000, 1) end -- CALL
+      return sink
+    end
+    local s = profile.sample({intervalMs = 1, lines = true})
+    local sink = run(work)
+    local compiled = s:stop()
+    jit.off()
+    jit.flush()
+    s = profile.sample({intervalMs = 1, lines = true})
+    sink = sink + run(work)
+    local interpreted = s:stop()
+    s = profile.sample({intervalMs = 1})
+    sink = sink + run(work)
+    T.emit({compiled = rep(compiled), interpreted = rep(interpreted), plain = rep(s:stop()),
+            sink = sink})
+""" % "; ".join(["x = x * 0.999 + 0.5"] * 24)
+
+
+def test_lines_name_the_hot_line(tmp_path):
+    """lines = true: each Lua frame carries its current line. work() spends
+    ~90 % of its time on the line marked HOT (one chain of dependent
+    arithmetic runs through both lines), compiled, then interpreted (after
+    jit.off() and jit.flush()): both times at least 80 % of its samples are on
+    prog.lua:f:HOT (run() calls it as f), the COLD line shows up, and the
+    frame below carries the line of its call (run's CALL line). Without
+    lines, frames keep their plain names."""
+    out = run_lua(tmp_path, LINES_PROG)
+    hot, coldl, call = (line_of(LINES_PROG, tag) for tag in ("-- HOT", "-- COLD", "-- CALL"))
+    for phase in ("compiled", "interpreted"):
+        rows = check_sample_report(out[phase], 1)
+        mine = [(s, c) for s, c in rows if ";prog.lua:run:%d;prog.lua:f:" % call in s]
+        work = sum(c for s, c in mine if re.search(r";prog\.lua:f:\d+$", s))
+        on_hot = sum(c for s, c in mine if s.endswith(";prog.lua:f:%d" % hot))
+        assert work >= 0.8 * out[phase]["samples"], (phase, rows)
+        assert on_hot >= 0.8 * work, (phase, hot, rows)
+        assert any(s.endswith(";prog.lua:f:%d" % coldl) for s, _ in mine), (phase, coldl, rows)
+    plain = check_sample_report(out["plain"], 1)
+    assert any(s.endswith(";prog.lua:run;prog.lua:f") for s, _ in plain), plain
+    assert not any(re.search(r":\d+$", s) for s, _ in plain if s.endswith(":f")), plain
+
+
 def test_pause_keeps_setup_out(tmp_path):
     out = run_lua(tmp_path, PRELUDE + """
         local function setup() T.spin(0.2) end

@@ -262,6 +262,102 @@ def test_workload_vm_states(workload_run, build_name, case_id):
     assert not bad, f"(nupp-bpf %, reference %) differ by more than {STATE_TOL}: {bad}\n{run.stderr}"
 
 
+# --- compiled code mapped through its trace's snapshots, and lines ----------------------
+
+INLINE_RE = re.compile(r"^@0x[0-9a-f]+;inline\.lua:0;inline\.lua:loop;inline\.lua:(a|b)$")
+# points: a's share of a + b vs the workload's own calibration. Over ~2,900
+# samples of a and b its standard error is 0.8 points; the stitched trace's
+# transitions cost a further 1.5-2.5 points (b, which follows the stitch,
+# overlaps with them in the CPU) in the runs measured.
+INLINE_TOL = 5.0
+MAPPED_RE = re.compile(r"^  compiled: (\d+) of (\d+) samples mapped through their trace's snapshots$",
+                       re.M)
+
+
+def mapped_share(run):
+    m = MAPPED_RE.search(run.stderr)
+    assert m, f"the summary says nothing of compiled samples mapped:\n{run.stderr}"
+    return int(m[1]) / int(m[2])
+
+
+@pytest.mark.parametrize("mode", ["plain", "side", "stitch"])
+@pytest.mark.parametrize("build_name", WORKLOAD_BUILDS)
+def test_inlined_callees(nupp, lua_build_ready, build_name, mode):
+    """inline.lua: loop() calls a() and b(), which the JIT inlines into the
+    loop's trace; a does three times b's work. On trace only loop's frame
+    exists in memory: a and b come back from the trace's snapshots, as
+    frames ...;loop;a and ...;loop;b, which hold >= 80 % of loop's samples;
+    a's share of them is within 5 points of what the workload timed of a and
+    b alone (os.clock), b has >= 10 %, and >= 90 % of the compiled samples
+    map. The same where half the iterations run a side trace, and where a
+    builtin the JIT does not compile (os.time) between a and b makes the
+    trace stop and a stitched trace run b (the workload counts the side or
+    stitched traces the JIT started: at least one)."""
+    b = lua_build_ready(build_name)
+    run = nupp.launch(b, workload("inline.lua"), mode, 4, timeout=120)
+    assert run.returncode == 0, run
+    assert_resolves(run)
+    truth = parse_truth(run.stdout)
+    if mode == "side":
+        assert truth["sidetraces"] >= 1, f"no side trace in a:\n{run.stdout}"
+    if mode == "stitch":
+        assert truth["stitched"] >= 1, f"no stitched trace in loop:\n{run.stdout}"
+    rows = run.rows
+    text = run.output.read_text()
+    in_loop = sum(c for st, c in rows if "inline.lua:loop" in frames(st))
+    got = {"a": 0, "b": 0}
+    for st, c in rows:
+        m = INLINE_RE.match(st)
+        if m:
+            got[m[1]] += c
+    ab = got["a"] + got["b"]
+    assert ab >= 0.8 * in_loop, f"{ab} of loop's {in_loop} samples in a or b:\n{text}"
+    share = 100 * got["a"] / ab
+    want = 100 * truth["a"]
+    assert abs(share - want) <= INLINE_TOL, \
+        f"a has {share:.1f} % of a + b, the workload timed {want:.1f} %:\n{text}"
+    assert got["b"] >= 0.1 * ab, f"b: {got['b']} of {ab}:\n{text}"
+    assert mapped_share(run) >= 0.9, run.stderr
+
+
+@pytest.mark.parametrize("mode", ["interp", "jit"])
+@pytest.mark.parametrize("build_name", WORKLOAD_BUILDS)
+def test_lines(nupp, lua_build_ready, build_name, mode):
+    """--lines, lines.lua: work() spends ~92 % of its time on its HOT line
+    and the rest on its COLD one, interpreted and compiled. The samples in
+    work() name its line (lines.lua:work:N) under the main chunk's frame
+    with the line of its call (lines.lua:0:CALL), all but 1 % (a compiled
+    sample taken in code the trace called, or an interpreted one where the
+    VM keeps no pc, has none); >= 85 % are on HOT, and COLD has 2-15 %. The
+    flame graph's tooltips name the lines too."""
+    b = lua_build_ready(build_name)
+    svg = nupp.tmp / "lines.svg"
+    run = nupp.launch(b, workload("lines.lua"), mode, 3, extra=("--lines", "--svg", svg))
+    assert run.returncode == 0, run
+    assert_resolves(run)
+    truth = {k: int(v) for k, v in parse_truth(run.stdout).items() if k in ("hot", "cold", "call")}
+    rows = run.rows
+    text = run.output.read_text()
+    work = [(st, c) for st, c in rows if "lines.lua:work" in st]
+    n = sum(c for _, c in work)
+    assert n >= 0.9 * total(rows), text
+    head = re.compile(rf"^@0x[0-9a-f]+;lines\.lua:0:{truth['call']};lines\.lua:work(?::(\d+))?$")
+    by_line = {}
+    for st, c in work:
+        m = head.match(st)
+        assert m, f"{c} samples in work() on a stack not named so: {st}\n{text}"
+        line = int(m[1]) if m[1] else None
+        by_line[line] = by_line.get(line, 0) + c
+    assert by_line.get(None, 0) <= 0.01 * n, f"{by_line.get(None)} samples without a line:\n{text}"
+    assert by_line.get(truth["hot"], 0) >= 0.85 * n, (truth, by_line)
+    assert 0.02 * n <= by_line.get(truth["cold"], 0) <= 0.15 * n, (truth, by_line)
+    titles = re.findall(r"<title>([^<]*)</title>", svg.read_text())
+    for line in ("hot", "cold"):
+        assert any(t.startswith(f"lines.lua:work:{truth[line]} (") for t in titles), titles
+    if mode == "jit":
+        assert mapped_share(run) >= 0.9, run.stderr
+
+
 def test_launch_profiles_from_the_start(nupp):
     """early.lua spends its first 0.3 s of CPU in early(), then 0.7 s in
     late(): a launched command is profiled from its start, so early() gets

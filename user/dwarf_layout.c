@@ -3,14 +3,15 @@
  * dwarf_layout.c - struct lj_layout from DWARF, through elfutils libdw.
  *
  * Each field of struct lj_layout is a member offset (possibly nested, as
- * jit_State.cur.startpt), a struct size, or GG_DISP2G, in one of nine
- * LuaJIT structs. The reader walks the top-level DIEs of each compile unit
- * once, keeps the first complete definition of each struct it needs, and
- * stops as soon as it has all nine: in a full LuaJIT (the amalgamated
+ * jit_State.cur.startpt), a struct size, or GG_DISP2G, in one of twelve
+ * LuaJIT types. The reader walks the top-level DIEs of each compile unit
+ * once, keeps the first complete definition of each type it needs, and
+ * stops as soon as it has all twelve: in a full LuaJIT (the amalgamated
  * build is one CU) that is a single pass over one CU's top level. A build
  * without the JIT compiler (LUAJIT_DISABLE_JIT) has no jit_State in its
- * GG_State, which is then smaller (disp2g differs): gg_j and the J_* fields
- * are 0 there, and only there, never for a missing type. Files are opened
+ * GG_State, which is then smaller (disp2g differs): gg_j and the fields of
+ * the compiler's types (J_*, tr_*, sn_*, ir_*) are 0 there, and only there,
+ * never for a missing type. Files are opened
  * through libdwfl, which applies the relocations of a .o file: without
  * them every name in a probe object would read as the same string.
  */
@@ -25,12 +26,28 @@
 #include <elfutils/libdwfl.h>
 #include "dwarf_layout.h"
 
-enum lj_type { T_GG, T_G, T_L, T_GCH, T_FNL, T_FNC, T_PT, T_STR, T_J, T__MAX };
+enum lj_type { T_GG, T_G, T_L, T_GCH, T_FNL, T_FNC, T_PT, T_STR, T_J, T_TR, T_SN, T_IR, T__MAX };
+
+/* The types of the JIT compiler: a build without it (LUAJIT_DISABLE_JIT)
+ * need not describe them, and its fields of them stay 0. */
+static bool jit_type(int t)
+{
+	return t == T_J || t == T_TR || t == T_SN || t == T_IR;
+}
+
+/* The types the mapping of compiled samples reads (GCtrace, its snapshots,
+ * its IR). Revisions before 2021-03 (upstream a32aeadc) have no
+ * SnapShot.mcofs: there the mapping is off, and all their fields are 0
+ * (tr_size 0 says so), rather than the build unreadable. */
+static bool trace_type(int t)
+{
+	return t == T_TR || t == T_SN || t == T_IR;
+}
 
 /* Typedef names; the struct tags are the same in LuaJIT. */
 static const char *const type_names[T__MAX] = {
 	"GG_State", "global_State", "lua_State", "GChead", "GCfuncL", "GCfuncC",
-	"GCproto", "GCstr", "jit_State",
+	"GCproto", "GCstr", "jit_State", "GCtrace", "SnapShot", "IRIns",
 };
 
 enum kind { K_OFFSET, K_SIZE, K_DISP2G };
@@ -61,6 +78,7 @@ static const struct field fields[] = {
 	OFS(L_top, T_L, "top"),
 	OFS(L_stack, T_L, "stack"),
 	OFS(L_maxstack, T_L, "maxstack"),
+	OFS(L_cframe, T_L, "cframe"),
 	OFS(gc_gct, T_GCH, "gct"),
 	OFS(fn_ffid, T_FNL, "ffid"),
 	OFS(fn_pc, T_FNL, "pc"),
@@ -93,6 +111,27 @@ static const struct field fields[] = {
 	OFS(J_penalty, T_J, "penalty"),
 	OFS(J_errinfo, T_J, "errinfo"),
 	OFS(J_sizetrace, T_J, "sizetrace"),
+	OFS(J_trace, T_J, "trace"),
+	SIZE(tr_size, T_TR),
+	OFS(tr_nsnap, T_TR, "nsnap"),
+	OFS(tr_nins, T_TR, "nins"),
+	OFS(tr_ir, T_TR, "ir"),
+	OFS(tr_nk, T_TR, "nk"),
+	OFS(tr_nsnapmap, T_TR, "nsnapmap"),
+	OFS(tr_snap, T_TR, "snap"),
+	OFS(tr_snapmap, T_TR, "snapmap"),
+	OFS(tr_startpt, T_TR, "startpt"),
+	OFS(tr_startpc, T_TR, "startpc"),
+	OFS(tr_szmcode, T_TR, "szmcode"),
+	OFS(tr_mcode, T_TR, "mcode"),
+	OFS(tr_traceno, T_TR, "traceno"),
+	SIZE(sn_size, T_SN),
+	OFS(sn_mapofs, T_SN, "mapofs"),
+	OFS(sn_mcofs, T_SN, "mcofs"),
+	OFS(sn_nslots, T_SN, "nslots"),
+	OFS(sn_nent, T_SN, "nent"),
+	SIZE(ir_size, T_IR),
+	OFS(ir_o, T_IR, "o"),
 };
 
 #define NFIELDS ((int)(sizeof(fields) / sizeof(fields[0])))
@@ -305,11 +344,18 @@ static int note_type(Dwarf_Die *die, Dwarf_Die *types, bool *have)
 		return 0;
 	types[t] = *def;
 	have[t] = true;
-	/* No J in GG_State: no jit_State to wait for (the JIT-less build
-	 * may still define it in some unit, unused). */
-	if (t == T_GG && !has_jit(def) && !have[T_J]) {
-		have[T_J] = true;
-		return 2;
+	/* No J in GG_State: no jit_State, trace, snapshot or IR type to
+	 * wait for (the JIT-less build may still define them in some unit,
+	 * unused). */
+	if (t == T_GG && !has_jit(def)) {
+		int n = 1;
+
+		for (int j = 0; j < T__MAX; j++)
+			if (jit_type(j) && !have[j]) {
+				have[j] = true;
+				n++;
+			}
+		return n;
 	}
 	return 1;
 }
@@ -343,7 +389,7 @@ static int read_field(const struct field *f, Dwarf_Die *types, bool jit, struct 
 	__u32 v;
 	int size;
 
-	if (!jit && (f->type == T_J || f->off == offsetof(struct lj_layout, gg_j)))
+	if (!jit && (jit_type(f->type) || f->off == offsetof(struct lj_layout, gg_j)))
 		return 0;	/* stays 0: see the top of the file */
 	switch (f->kind) {
 	case K_SIZE:
@@ -370,7 +416,7 @@ static int read_field(const struct field *f, Dwarf_Die *types, bool jit, struct 
 static int read_fields(Dwarf *dw, struct lj_layout *out, char *err, size_t errsz)
 {
 	Dwarf_Die types[T__MAX];
-	bool have[T__MAX] = { false }, jit;
+	bool have[T__MAX] = { false }, jit, no_map = false;
 
 	if (find_types(dw, types, have)) {
 		for (int t = 0; t < T__MAX; t++)
@@ -378,9 +424,17 @@ static int read_fields(Dwarf *dw, struct lj_layout *out, char *err, size_t errsz
 				return fail(err, errsz, "no definition of %s in its DWARF", type_names[t]);
 	}
 	jit = has_jit(&types[T_GG]);
-	for (int i = 0; i < NFIELDS; i++)
-		if (read_field(&fields[i], types, jit, out, err, errsz))
+	for (int i = 0; i < NFIELDS; i++) {
+		if (!read_field(&fields[i], types, jit, out, err, errsz))
+			continue;
+		if (!trace_type(fields[i].type))
 			return -1;
+		no_map = true;		/* a member the mapping needs is missing */
+	}
+	for (int i = 0; no_map && i < NFIELDS; i++)
+		if (trace_type(fields[i].type))
+			memset((char *)out + fields[i].off, 0, sizeof(__u32));
+	err[0] = '\0';
 	return 0;
 }
 

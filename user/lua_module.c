@@ -325,6 +325,16 @@ static int opt_int(lua_State *L, int idx, const char *name, int def)
 	return v;
 }
 
+static bool opt_bool(lua_State *L, int idx, const char *name)
+{
+	bool v;
+
+	lua_getfield(L, idx, name);
+	v = lua_toboolean(L, -1);
+	lua_pop(L, 1);
+	return v;
+}
+
 static int l_sample(lua_State *L)
 {
 	struct sampler_opts o = { .clock = SAMPLER_CLOCK_CPU, .max_stacks = 65536 };
@@ -334,6 +344,7 @@ static int l_sample(lua_State *L)
 	luaL_checktype(L, 1, LUA_TTABLE);
 	o.period_us = opt_int(L, 1, "intervalMs", 10) * 1000;
 	o.depth = opt_int(L, 1, "stackDepth", 16);
+	o.lines = opt_bool(L, 1, "lines");
 	if (o.depth < 1 || o.depth > NUPP_MAX_SHOWN)
 		return luaL_error(L, "nupp.profile: stackDepth must be 1..%d", NUPP_MAX_SHOWN);
 	s = session_new(L);

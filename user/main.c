@@ -48,6 +48,7 @@ static const char args_doc[] = "[record|trace] [-- CMD ARGS...]\ninspect FILE|-p
 enum {
 	OPT_DEPTH = 0x100, OPT_ROOT, OPT_ZONE, OPT_CLOCK, OPT_BENIGN, OPT_THREADS,
 	OPT_MAX_STACKS, OPT_SVG, OPT_NO_SUMMARY, OPT_ZONES, OPT_USAGE, OPT_CHILDREN, OPT_FORMAT,
+	OPT_LINES,
 };
 
 static const struct argp_option options[] = {
@@ -64,6 +65,8 @@ static const struct argp_option options[] = {
 	{ "threads", OPT_THREADS, NULL, 0, "Start each stack with a [pid/tid vm ADDR] frame "
 	  "(pprof: pid, tid and vm labels; speedscope: a profile per thread)", 1 },
 	{ "zones", OPT_ZONES, NULL, 0, "Start each stack with a [zone PATH] frame", 1 },
+	{ "lines", OPT_LINES, NULL, 0, "Name each Lua frame with its current line "
+	  "(app.lua:update:42), interpreted or compiled", 1 },
 	{ "max-stacks", OPT_MAX_STACKS, "N", 0, "Distinct stacks kept in the kernel (default 65536)", 1 },
 	{ "include-benign", OPT_BENIGN, NULL, 0, "trace: also count aborts that are normal trace formation", 2 },
 	{ "duration", 'd', "SEC", 0, "Stop after SEC seconds (default: until Ctrl-C or exit)", 3 },
@@ -170,6 +173,9 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_CHILDREN:
 		o->children = true;
+		break;
+	case OPT_LINES:
+		o->sampler.lines = true;
 		break;
 	case OPT_MAX_STACKS:
 		o->sampler.max_stacks = parse_num("--max-stacks", arg, 16, 1 << 22);

@@ -24,6 +24,7 @@
 #include "sampler.skel.h"
 #include "../bpf/sampler.h"
 #include "symbolize.h"
+#include "tracemap.h"
 #include "zones.h"
 
 
@@ -32,6 +33,7 @@ struct target {
 	pid_t pid;			/* storage the memory reader points at */
 	struct symbolizer *sym;
 	struct codemap *code;		/* where its C functions come from */
+	struct tracemap *tm;		/* NULL: its build's traces are not mapped */
 	struct zones *zones;		/* the caller's, NULL until set */
 	struct nupp_proc proc;		/* as configured in the procs map */
 	struct bpf_link *gc_probe;	/* retires the walk caches; NULL: no caches */
@@ -44,6 +46,15 @@ struct target {
 	__u32 slot;			/* in the BPF program's maps */
 };
 
+/* A stack as mapped through its trace, with what else makes its row. */
+struct mapped_key {
+	__u32 pid, tid;
+	__u64 g;
+	__u32 zone;
+	__u16 depth, shown;
+	struct nupp_frame frames[];
+};
+
 struct sampler {
 	struct sampler_bpf *skel;
 	struct bpf_link **links;
@@ -53,6 +64,9 @@ struct sampler {
 	struct nupp_frame *frames;	/* a buffer of that size */
 	struct sym_frame *info;		/* what each of them is, outermost first */
 	__u64 period_ns;		/* between two samples of a thread, 0 unknown */
+	struct nupp_frame *mapped;	/* the same with the frames inlined into a trace */
+	int max_shown;			/* --depth */
+	bool lines;			/* frames carry their current line */
 	struct target **targets;	/* by slot, as in the BPF program (each stays put:
 					 * symbolizers read its pid) */
 	int ntargets, cap;
@@ -63,7 +77,13 @@ struct sampler {
 	long *slot_row;			/* by slot: row in rows, -2 unsymbolized, -1 not seen */
 	__u32 *known;			/* slots seen, in the order they were */
 	size_t nknown;
-	struct keymap seen;		/* kernel key -> row index in rows, -2 unsymbolized */
+	struct keymap seen;		/* kernel key -> KEY_VALUE(row, enum tracemap_result);
+					 * row -2: unsymbolized */
+	__u8 *slot_map;			/* by slot: enum tracemap_result of its key */
+	struct keymap rendered;		/* a mapped stack's frames (struct mapped_key) -> its
+					 * row: the keys of one trace's instructions that
+					 * map alike render alike */
+	struct mapped_key *mkey;	/* a buffer for one */
 	struct profile rows;		/* rows with counts still 0 until collect */
 	__u64 unsymbolized_keys;
 };
@@ -240,9 +260,14 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 	s->frames_size = (o->depth + 1) * sizeof(struct nupp_frame);
 	s->skel->rodata->walk_turns = 2 * (o->depth + 1) < NUPP_MAX_DEPTH ? 2 * (o->depth + 1)
 									   : NUPP_MAX_DEPTH;
+	s->max_shown = o->depth;
+	s->lines = o->lines;
+	s->skel->rodata->leaf_pc = o->lines;
 	s->frames = calloc(1, s->frames_size);
-	s->info = calloc(o->depth + 1, sizeof(*s->info));
-	if (!s->frames || !s->info) {
+	s->info = calloc(o->depth + 1 + NUPP_MAX_DEPTH, sizeof(*s->info));
+	s->mapped = calloc(o->depth + 1 + NUPP_MAX_DEPTH, sizeof(*s->mapped));
+	s->mkey = calloc(1, sizeof(*s->mkey) + (o->depth + 1 + NUPP_MAX_DEPTH) * sizeof(*s->mapped));
+	if (!s->frames || !s->info || !s->mapped || !s->mkey) {
 		snprintf(err, errsz, "out of memory");
 		goto fail;
 	}
@@ -251,7 +276,8 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 		;
 	s->slot_row = malloc(s->table_len * sizeof(*s->slot_row));
 	s->known = malloc(s->table_len * sizeof(*s->known));
-	if (!s->slot_row || !s->known) {
+	s->slot_map = calloc(s->table_len, sizeof(*s->slot_map));
+	if (!s->slot_row || !s->known || !s->slot_map) {
 		snprintf(err, errsz, "out of memory");
 		goto fail;
 	}
@@ -322,6 +348,7 @@ void sampler__close(struct sampler *s)
 		disable_walk_caches(s->targets[i]);
 		symbolizer__free(s->targets[i]->sym);
 		codemap__free(s->targets[i]->code);
+		tracemap__free(s->targets[i]->tm);
 		free(s->targets[i]);
 	}
 	free(s->targets);
@@ -331,9 +358,13 @@ void sampler__close(struct sampler *s)
 	if (s->procs)
 		munmap(s->procs, procs_bytes());
 	keymap__free(&s->seen);
+	keymap__free(&s->rendered);
+	free(s->mkey);
 	profile__free(&s->rows);
 	free(s->frames);
 	free(s->info);
+	free(s->mapped);
+	free(s->slot_map);
 	free(s->slot_row);
 	free(s->known);
 	free(s);
@@ -440,10 +471,10 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 			char *err, size_t errsz)
 {
 	const struct lj_layout *lj = &t->layout;
-	const __u32 Lf[] = { lj->L_base, lj->L_stack, lj->L_maxstack };
+	const __u32 Lf[] = { lj->L_base, lj->L_stack, lj->L_maxstack, lj->L_cframe };
 	/* The main lua_State is the first member of GG_State. */
 	const __u32 ggf[] = {
-		lj->L_base, lj->L_stack, lj->L_maxstack,
+		lj->L_base, lj->L_stack, lj->L_maxstack, lj->L_cframe,
 		lj->gg_g + lj->g_vmstate, lj->gg_g + lj->g_cur_L, lj->gg_g + lj->g_jit_base,
 	};
 	__u32 gg_blk, gg_len, L_blk, L_len;
@@ -504,10 +535,17 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 		free(tg);
 		return -1;
 	}
+	symbolizer__set_lines(tg->sym, s->lines);
+	/* NULL for a build whose layout has no trace fields (or when
+	 * NUPP_NO_TRACE_MAP=1 asks so): its compiled samples keep the trace's
+	 * base frame as their leaf. */
+	if (!getenv("NUPP_NO_TRACE_MAP"))
+		tg->tm = tracemap__new(lj_target__build(t), procmem__reader(&tg->pid), t->vm_lo);
 	if (configure(s, tg) || enlist(s, tg)) {
 		snprintf(err, errsz, "failed to configure PID %d: %s", t->pid, strerror(errno));
 		symbolizer__free(tg->sym);
 		codemap__free(tg->code);
+		tracemap__free(tg->tm);
 		free(tg);
 		return -1;
 	}
@@ -632,21 +670,48 @@ static long add_row(struct sampler *s, struct target *tg, const struct nupp_stac
 			    tg->zones ? zones__path(tg->zones, k->zone) : "", ids, n);
 }
 
+/* What s->seen holds for a key: its row (>= -2) and how its trace
+ * position mapped (enum tracemap_result). */
+#define KEY_VALUE(row, mapped)	(((row) + 2) * 4 + (mapped))
+#define KEY_ROW(v)		((v) / 4 - 2)
+#define KEY_MAPPED(v)		((int)((v) % 4))
+
 /* Render one kernel key into a row, once. A stack with frames that could not
  * be read because the target is gone is counted as unsymbolized instead (row
- * -2). The row, or -1 when out of memory. */
-static long symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
+ * -2). On trace, the frames inlined into the trace come first (*mapped:
+ * enum tracemap_result). The row, or -1 when out of memory. */
+static long symbolize_key(struct sampler *s, const struct nupp_stack_key *k, int *mapped)
 {
 	struct target *tg = target_of(s, k->pid);
 	struct strbuf stack = {};
-	int unknown, shown = k->depth - k->truncated;
+	int unknown, depth = k->depth, shown = k->depth - k->truncated;
 	long row = -2;
 
+	*mapped = TRACEMAP_NONE;
 	/* The kernel stores a stack's frames before the first key of it. */
 	if (tg && !bpf_map__lookup_elem(s->skel->maps.stacks, &k->stack, sizeof(k->stack),
 					s->frames, s->frames_size, 0)) {
-		unknown = symbolizer__stack_info(tg->sym, s->frames, k->depth, shown, &stack,
-						 s->info);
+		/* On trace: the frames inlined into it, from its snapshots. */
+		*mapped = tracemap__expand(tg->tm, k->g, s->frames, k->depth, s->mapped,
+					   k->depth + NUPP_MAX_DEPTH, &depth);
+		if (*mapped < 0)
+			return -1;
+		shown += depth - k->depth;
+		if (shown > s->max_shown)
+			shown = s->max_shown;
+		/* The keys of a trace's instructions between two snapshots map
+		 * to one stack: render it once. */
+		if (*mapped == TRACEMAP_MAPPED) {
+			size_t n = sizeof(*s->mkey) + depth * sizeof(*s->mapped);
+
+			*s->mkey = (struct mapped_key){ k->pid, k->tid, k->g, k->zone, depth, shown };
+			memcpy(s->mkey->frames, s->mapped, depth * sizeof(*s->mapped));
+			row = keymap__get(&s->rendered, s->mkey, n);
+			if (row >= 0)
+				goto seen;
+			row = -2;
+		}
+		unknown = symbolizer__stack_info(tg->sym, s->mapped, depth, shown, &stack, s->info);
 		if (unknown == -ENOMEM)
 			return -1;
 		if (!unknown || procmem__alive(tg->pid))
@@ -655,30 +720,40 @@ static long symbolize_key(struct sampler *s, const struct nupp_stack_key *k)
 			return -1;
 		if (row >= 0)
 			s->rows.rows[row].unreadable = unknown > 0;
+		if (row >= 0 && *mapped == TRACEMAP_MAPPED &&
+		    keymap__put(&s->rendered, s->mkey, sizeof(*s->mkey) + depth * sizeof(*s->mapped), row))
+			return -1;
 	}
+seen:
 	strbuf__free(&stack);
 	if (row == -2)
 		s->unsymbolized_keys++;
-	return keymap__put(&s->seen, k, sizeof(*k), row) ? -1 : row;
+	return keymap__put(&s->seen, k, sizeof(*k), KEY_VALUE(row, *mapped)) ? -1 : row;
 }
 
 /* Slot idx of the counts table holds a key: give it its row. */
 static int see_slot(struct sampler *s, __u32 idx)
 {
 	const struct nupp_stack_slot *slot;
-	long row;
+	long row, v;
+	int mapped;
 
 	if (idx >= s->table_len || s->slot_row[idx] != -1)
 		return 0;
 	slot = &s->table[idx];
 	if (!__atomic_load_n(&slot->ready, __ATOMIC_ACQUIRE))
 		return 0;
-	row = keymap__get(&s->seen, &slot->key, sizeof(slot->key));
-	if (row == -1)
-		row = symbolize_key(s, &slot->key);
+	v = keymap__get(&s->seen, &slot->key, sizeof(slot->key));
+	if (v == -1) {
+		row = symbolize_key(s, &slot->key, &mapped);
+	} else {
+		row = KEY_ROW(v);
+		mapped = KEY_MAPPED(v);
+	}
 	if (row == -1)
 		return -ENOMEM;
 	s->slot_row[idx] = row;
+	s->slot_map[idx] = mapped;
 	s->known[s->nknown++] = idx;
 	return 0;
 }
@@ -748,6 +823,8 @@ static void forget_freed_code(struct sampler *s, struct target *tg)
 	tg->seen_epoch = epoch;
 	tg->seen_at = t;
 	symbolizer__flush(tg->sym);
+	tracemap__flush(tg->tm);
+	keymap__free(&s->rendered);	/* of every target: few are kept */
 }
 
 int sampler__poll(struct sampler *s)
@@ -759,6 +836,7 @@ int sampler__poll(struct sampler *s)
 			continue;
 		forget_freed_code(s, s->targets[i]);
 		codemap__age(s->targets[i]->code);
+		tracemap__poll(s->targets[i]->tm);
 	}
 	ret = ring_buffer__consume(s->new_slots);
 	if (ret < 0)
@@ -856,6 +934,11 @@ int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats 
 		st->samples += n;
 		if (slot->key.truncated)
 			st->truncated += n;
+		st->trace_compiled += c[NUPP_ST_COMPILED];
+		if (s->slot_map[s->known[k]] == TRACEMAP_MAPPED)
+			st->trace_mapped += c[NUPP_ST_COMPILED];
+		else if (s->slot_map[s->known[k]] == TRACEMAP_UNMAPPED)
+			st->trace_unmapped += c[NUPP_ST_COMPILED];
 		if (row < 0) {
 			st->unsymbolized += n;
 			continue;
@@ -867,6 +950,15 @@ int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats 
 	}
 	if (copy_rows(s, p))
 		return -ENOMEM;
+	if (getenv("NUPP_VERBOSE")) {
+		fprintf(stderr, "sampler: %zu kernel stacks, %zu mapped stacks rendered\n",
+			s->seen.used, s->rendered.used);
+		for (int i = 0; i < s->ntargets; i++)
+			if (s->targets[i]->tm)
+				fprintf(stderr, "sampler: pid %d: %zu traces held, %zu bytes\n",
+					s->targets[i]->pid, tracemap__traces(s->targets[i]->tm),
+					tracemap__bytes(s->targets[i]->tm));
+	}
 	st->paused = counter(s, NUPP_CNT_PAUSED);
 	st->samples += st->paused;
 	for (int i = 0; i < NUPP_ERR_MAX; i++)

@@ -26,6 +26,7 @@ struct sampler_opts {
 	unsigned period_us;	/* microseconds between samples */
 	unsigned depth;		/* frames per stack, 1..NUPP_MAX_DEPTH */
 	unsigned max_stacks;	/* distinct stacks the kernel map holds */
+	bool lines;		/* each Lua frame carries its current line */
 	bool verbose;		/* libbpf debug output */
 };
 
@@ -37,6 +38,10 @@ struct sampler_stats {
 	__u64 unsymbolized;		/* samples whose target memory was gone */
 	__u64 unreadable;		/* samples kept with [unknown] frames */
 	__u64 truncated;		/* samples whose stack was cut at the depth */
+	__u64 trace_compiled;		/* compiled samples counted in a stack */
+	__u64 trace_mapped;		/* of which mapped through their trace */
+	__u64 trace_unmapped;		/* compiled samples with a position that did not
+					 * map (in code the trace called, trace gone) */
 };
 
 struct sampler;

@@ -968,6 +968,13 @@ static void sample_summary(struct run *r, const struct profile *p, const struct 
 	if (st->truncated)
 		fprintf(stderr, "  %llu samples had deeper stacks than --depth %u\n",
 			(unsigned long long)st->truncated, r->o->sampler.depth);
+	/* The others ran code their trace called (a C helper, the exit
+	 * handler), or their trace was gone before they were symbolized: their
+	 * leaf is the trace's base frame. */
+	if (st->trace_compiled)
+		fprintf(stderr, "  compiled: %llu of %llu samples mapped through their trace's "
+			"snapshots\n", (unsigned long long)st->trace_mapped,
+			(unsigned long long)st->trace_compiled);
 }
 
 /* The collapsed stacks the summary shows, as text in *text (malloc'ed);

@@ -268,6 +268,7 @@ struct symbolizer {
 	struct map sites;	/* (pt, pos) -> struct site_ent */
 	__u64 gen;
 	__u64 unknown;
+	bool lines;		/* frames carry their current line */
 };
 
 static int bc_find(const struct lj_build *b, const char *name)
@@ -296,6 +297,11 @@ struct symbolizer *symbolizer__new(const struct lj_build *b, struct mem_reader m
 	s->op_knil = bc_find(b, "KNIL");
 	s->op_iterc = bc_find(b, "ITERC");
 	return s;
+}
+
+void symbolizer__set_lines(struct symbolizer *s, bool on)
+{
+	s->lines = on;
 }
 
 static void proto_ent_free(void *v)
@@ -868,6 +874,23 @@ static int put_unnamed(struct strbuf *out, const struct frame_info *fi)
 	return strbuf__puts(out, "@") || put_ptr(out, fi->fn.f) ? -ENOMEM : 0;
 }
 
+static int line_of(struct symbolizer *s, const struct lj_proto *pt, __u32 pos);
+
+/* --lines: ":LINE" after a Lua frame whose pc is known (debug_frameline). */
+static int put_line(struct symbolizer *s, const struct nupp_frame *fr,
+		    const struct frame_info *self, struct strbuf *out)
+{
+	long pos;
+	int line;
+
+	if (!s->lines || !self->pe || self->pe->builtin || NUPP_PC_IS_TRACE(fr->pc))
+		return 0;
+	pos = frame_pos(&self->pe->pt, fr->pc & ~(__u64)NUPP_CALL_MASK);
+	if (pos < 0 || (line = line_of(s, &self->pe->pt, (__u32)pos)) <= 0)
+		return 0;
+	return strbuf__puts(out, ":") || put_int(out, line) ? -ENOMEM : 0;
+}
+
 /* Frame i, resolved as self; caller is frame i + 1, NULL when absent. */
 static int frame_render(struct symbolizer *s, const struct nupp_frame *frames, int i,
 			const struct frame_info *self, const struct frame_info *caller,
@@ -883,11 +906,13 @@ static int frame_render(struct symbolizer *s, const struct nupp_frame *frames, i
 	if (err)
 		return err;
 	if (!name)
-		return put_unnamed(out, self);
-	if (self->pe && !self->pe->builtin &&
-	    (strbuf__puts(out, self->pe->module) || strbuf__puts(out, ":")))
-		return -ENOMEM;
-	return strbuf__puts(out, name) ? -ENOMEM : 0;
+		err = put_unnamed(out, self);
+	else if (self->pe && !self->pe->builtin &&
+		 (strbuf__puts(out, self->pe->module) || strbuf__puts(out, ":")))
+		err = -ENOMEM;
+	else
+		err = strbuf__puts(out, name) ? -ENOMEM : 0;
+	return err ? err : put_line(s, &frames[i], self, out);
 }
 
 int symbolizer__frame(struct symbolizer *s, const struct nupp_frame *frames,

@@ -39,6 +39,7 @@
 #ifndef NUPP_SYMBOLIZE_H
 #define NUPP_SYMBOLIZE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <linux/types.h>
 #include "lj_build.h"
@@ -68,6 +69,13 @@ struct symbolizer;
  * outlive it; mem is copied. */
 struct symbolizer *symbolizer__new(const struct lj_build *b, struct mem_reader mem);
 void symbolizer__free(struct symbolizer *s);
+
+/* Name each Lua frame with its current line too ("app.lua:update:42",
+ * "app.lua:12:42" for one named by where it starts), where its pc is known:
+ * a Lua frame's pc comes from the link of the frame above it; the leaf's
+ * is known when the sampler recorded it (--lines) or a trace's snapshot
+ * gave it. A frame without one keeps its name alone. */
+void symbolizer__set_lines(struct symbolizer *s, bool on);
 
 /* Drop all caches, e.g. after the target has reloaded its code. */
 void symbolizer__flush(struct symbolizer *s);

@@ -14,7 +14,9 @@
 --   print(aborts:stop("aborts.csv"))   -- CSV, one row per abort site
 --
 -- profile.sample options: intervalMs (10), stackDepth (16), zone (a zone
--- path prefix kept at stop), root (the module the stacks are cut back to).
+-- path prefix kept at stop), root (the module the stacks are cut back to),
+-- lines (false: each Lua frame named with its current line too,
+-- "app.lua:update:42").
 -- profile.trace options: includeBenign (false).
 --
 -- Backends. A session runs on BPF probes attached to this very process when
@@ -29,14 +31,17 @@
 --   backend.sample, backend.trace  either may be missing: that kind of
 --                              session then runs in-process
 --   backend.sample(opts, add) -> handle
---     opts = {intervalMs = integer, stackDepth = integer}, both validated.
+--     opts = {intervalMs = integer, stackDepth = integer, lines = boolean},
+--       validated.
 --     add(zonePath, stack, state, n) records n samples:
 --       zonePath  the open zone path, "" when none (a BPF sampler reads the
 --                 id at nupp_zone_state.current and maps it with
 --                 require("nupp.profile.zone").path(id))
 --       stack     frames outermost first, ";" between them, no trailing ";",
 --                 named as jit.profile.dumpstack's "F" format does
---                 ("<chunk basename>:<name>", builtins by jit.vmdef.ffnames)
+--                 ("<chunk basename>:<name>", builtins by jit.vmdef.ffnames);
+--                 with opts.lines, a Lua frame whose current line is known
+--                 gets ":<line>" after its name
 --       state     "N" compiled, "I" interpreted, "C" C code, "G" GC,
 --                 "J" compiler (the chars of jit.profile's vmstate)
 --     handle.pause(), handle.resume()  drop samples while paused
@@ -245,6 +250,7 @@ function M.sample(opts)
   local agg = {}
   s._live = { aggregate = agg, reset = function() wipe(agg) end }
   local depth = check(opts, "stackDepth", "posint", 16)
+  local lines = check(opts, "lines", "boolean", false)
   if s.root then s.root = s.root:gsub(":$", "") end
   if running.sample then raise("a sample session is already running") end
   local b = backend("sample")
@@ -262,7 +268,7 @@ function M.sample(opts)
     rec.count = rec.count + n
     rec[f] = rec[f] + n
   end
-  s.handle = b.sample({ intervalMs = s.intervalMs, stackDepth = depth }, add)
+  s.handle = b.sample({ intervalMs = s.intervalMs, stackDepth = depth, lines = lines }, add)
   running.sample = s
   return setmetatable(s, SampleSession)
 end

@@ -3,7 +3,7 @@
 --
 -- Sampling runs on jit.profile (ITIMER_PROF, the mechanism of jit.p) in its
 -- "f" mode, so that a pending sample leaves compiled code at the next
--- function boundary, and aborts are collected with jit.attach(cb, "trace"),
+-- function boundary ("l", the next line, with opts.lines), and aborts are collected with jit.attach(cb, "trace"),
 -- the hook jit.v uses. It implements the backend interface documented in
 -- nupp/profile.lua.
 --
@@ -22,6 +22,7 @@ local vmdef = require("jit.vmdef")
 local bit = require("bit")
 local zone = require("nupp.profile.zone")
 local band, format, gsub, sub = bit.band, string.format, string.gsub, string.sub
+local gmatch, match = string.gmatch, string.match
 local tonumber = tonumber
 
 local M = { name = "inprocess" }
@@ -47,13 +48,29 @@ local function clean(stack)
   return stack
 end
 
+-- The frames of stack (dumpstack's "F;") with the lines of the same frames
+-- in at ("l;": "chunk:line" for a Lua function): "chunk:name:line". A
+-- frame whose line is unknown (-1) or that has none keeps its name.
+local function withlines(stack, at)
+  local out, i, ls = {}, 0, {}
+  for f in gmatch(at, "([^;]*);") do ls[#ls + 1] = f end
+  for f in gmatch(stack, "([^;]*);") do
+    i = i + 1
+    local line = ls[i] and match(ls[i], "^[^@%[].*:(%d+)$")
+      or ls[i] and match(ls[i], "^%[string%]:(%d+)$")
+    out[i] = line and f..":"..line or f
+  end
+  return table.concat(out, ";")..";"
+end
+
 function M.sample(opts, add)
-  local depth, paused = -opts.stackDepth, false
+  local depth, paused, lines = -opts.stackDepth, false, opts.lines
   local dumpstack, zget = jprofile.dumpstack, zone.get
   local cache = {}
   local function cb(thread, n, vmstate)
     if paused then return end
     local raw = dumpstack(thread, "F;", depth)
+    if lines then raw = withlines(raw, dumpstack(thread, "l;", depth)) end
     local stack = cache[raw]
     if not stack then
       stack = clean(raw)
@@ -62,7 +79,7 @@ function M.sample(opts, add)
     add(zget(), stack, vmstate, n)
   end
   zone.hold()
-  jprofile.start("fi"..opts.intervalMs, cb)
+  jprofile.start((lines and "li" or "fi")..opts.intervalMs, cb)
   local h = {}
   function h.pause() paused = true end
   function h.resume() paused = false end

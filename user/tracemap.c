@@ -1,0 +1,686 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tracemap.c - compiled samples mapped through their trace's snapshots.
+ *
+ * See tracemap.h. LuaJIT facts used here (x86-64, GC64, LJ_FR2), from
+ * lj_jit.h, lj_ir.h, lj_snap.c and lj_asm.c of LuaJIT 2.1 since 2021-03:
+ *   - J->trace[n] (a GCRef array of J->sizetrace) is trace n's GCtrace;
+ *   - T->mcode[0 .. szmcode) is its machine code; snapshot i's code starts
+ *     at offset T->snap[i].mcofs, and the offsets grow with i
+ *     (asm_snap_fixup_mcofs; lj_trace_unwind searches them the same way);
+ *   - snapshot i's entries are T->snapmap[mapofs .. mapofs + nent): slot
+ *     (bits 24..31), flags (SNAP_FRAME 0x10000, SNAP_CONT 0x20000) and an
+ *     IR reference (bits 0..15). Slot s is the stack slot jit_base - 2 + s.
+ *     With LJ_FR2 the 64-bit word after the entries is (PC << 8) | (the
+ *     innermost frame's base slot - 2) (snapshot_framelinks);
+ *   - a frame slot (SNAP_FRAME) and a continuation slot (SNAP_CONT) hold a
+ *     KNUM constant: the frame link, or a continuation's PC, as the
+ *     interpreter had it when the trace was recorded (snapshot_slots); the
+ *     slot below a frame slot holds its function, a KGC constant
+ *     (rec_call_specialize), or, for a closure made too often
+ *     (PROTO_CLC_POLY), the closure value, whose prototype the trace checks
+ *     against a constant;
+ *   - IR constants lie at refs [T->nk, REF_BIAS) of T->ir (biased), 8 bytes
+ *     each; a 64-bit one (KNUM, and KGC in GC64) keeps its value in the
+ *     next 8 bytes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tracemap.h"
+
+#define GCT_PROTO	7
+#define GCT_FUNC	8
+#define GCT_TRACE	9
+#define REF_BIAS	0x8000u
+#define SNAP_FRAME	0x010000u
+#define SNAP_CONT	0x020000u
+#define HDR_MAX		256	/* the largest GCtrace or GCproto header read */
+#define FN_HDR		64	/* bytes of a GCfunc read (as lj_walk.h) */
+#define SLOTS		256	/* a snapshot slot is 8 bits */
+#define TRACENO_MAX	65536	/* J->sizetrace is at most this */
+
+/* What one snapshot says: the frames an exit there restores above the
+ * trace's base frame, and what becomes of the base frame. */
+struct tm_chain {
+	int state;			/* 0 not resolved yet, 1 resolved, -1 not mappable */
+	int n;
+	struct nupp_frame *frames;	/* n, innermost first: pc | enum nupp_call */
+	__u64 base_pc;			/* the base frame's pc (after its instruction), 0 unknown */
+	__u64 base_fn;			/* its function when the trace replaced it (a tail
+					 * call), else 0: the one in memory */
+};
+
+/* A trace as read. Its header fields are checked again at each poll. */
+struct tm_trace {
+	__u64 T, startpc, mcode, snap, snapmap, ir;
+	__u32 szmcode, nsnap, nsnapmap, nk, nins, traceno;
+	__u64 checked;			/* tracemap.poll when last checked */
+	__u8 *snaps;			/* the SnapShot array, nsnap * sn_size bytes */
+	struct tm_chain *chains;	/* by snapshot */
+	__u64 *protos;			/* prototypes its KGC constants name, read once */
+	int nprotos, protos_read;
+	__u8 *kbuf;			/* its IR constants, read at most once a poll */
+	__u64 kbuf_poll;		/* tracemap.poll when read */
+	struct tm_memo *memo;		/* what its constants lead to */
+	int nmemo;
+	size_t bytes;
+};
+
+/* What a constant of a trace leads to, read once: a function constant's
+ * identity (by its ref), a Lua frame link's CALL operand A (by its ref |
+ * MEMO_CALL_A). The trace holds both alive. */
+#define MEMO_CALL_A	0x10000u
+struct tm_memo {
+	__u32 ref;
+	__u64 v;
+};
+
+struct tracemap {
+	const struct lj_build *b;
+	const struct lj_layout *lj;
+	struct mem_reader mem;
+	__u64 vm_lo;
+	int op_kgc, op_knum;		/* IR opcodes, from the build's irnames */
+	int op_kint64, op_kptr, op_kkptr;	/* the other 64-bit constants */
+	struct tm_trace **by_no;	/* by trace number */
+	size_t cap, ntraces, bytes;
+	__u64 poll;			/* tracemap__poll() calls */
+};
+
+static int ir_op(const struct lj_build *b, const char *name)
+{
+	for (int i = 0; b->irnames && i < b->nirnames; i++)
+		if (!strcmp(b->irnames[i], name))
+			return i;
+	return -1;
+}
+
+struct tracemap *tracemap__new(const struct lj_build *b, struct mem_reader mem, __u64 vm_lo)
+{
+	const struct lj_layout *lj = &b->layout;
+	struct tracemap *tm;
+
+	/* A layout without the trace fields (0), or one this code cannot read. */
+	if (!lj->tr_size || lj->tr_size > HDR_MAX || lj->pt_size > HDR_MAX || !lj->sn_size ||
+	    lj->ir_size != 8 || !lj->J_trace)
+		return NULL;
+	tm = calloc(1, sizeof(*tm));
+	if (!tm)
+		return NULL;
+	tm->b = b;
+	tm->lj = lj;
+	tm->mem = mem;
+	tm->vm_lo = vm_lo;
+	tm->op_kgc = ir_op(b, "KGC");
+	tm->op_knum = ir_op(b, "KNUM");
+	tm->op_kint64 = ir_op(b, "KINT64");
+	tm->op_kptr = ir_op(b, "KPTR");
+	tm->op_kkptr = ir_op(b, "KKPTR");
+	if (tm->op_kgc < 0 || tm->op_knum < 0 || tm->op_kint64 < 0 || tm->op_kptr < 0 ||
+	    tm->op_kkptr < 0) {
+		free(tm);
+		return NULL;
+	}
+	return tm;
+}
+
+static void trace_free(struct tm_trace *tr)
+{
+	if (!tr)
+		return;
+	for (__u32 i = 0; tr->chains && i < tr->nsnap; i++)
+		free(tr->chains[i].frames);
+	free(tr->chains);
+	free(tr->snaps);
+	free(tr->protos);
+	free(tr->kbuf);
+	free(tr->memo);
+	free(tr);
+}
+
+void tracemap__flush(struct tracemap *tm)
+{
+	if (!tm)
+		return;
+	for (size_t i = 0; i < tm->cap; i++)
+		trace_free(tm->by_no[i]);
+	free(tm->by_no);
+	tm->by_no = NULL;
+	tm->cap = tm->ntraces = tm->bytes = 0;
+}
+
+void tracemap__free(struct tracemap *tm)
+{
+	tracemap__flush(tm);
+	free(tm);
+}
+
+void tracemap__poll(struct tracemap *tm)
+{
+	if (!tm)
+		return;
+	tm->poll++;
+	/* A trace's constants are read again for the next poll's stacks. */
+	for (size_t i = 0; i < tm->cap; i++)
+		if (tm->by_no[i] && tm->by_no[i]->kbuf) {
+			free(tm->by_no[i]->kbuf);
+			tm->by_no[i]->kbuf = NULL;
+		}
+}
+
+size_t tracemap__traces(const struct tracemap *tm)
+{
+	return tm ? tm->ntraces : 0;
+}
+
+size_t tracemap__bytes(const struct tracemap *tm)
+{
+	return tm ? sizeof(*tm) + tm->cap * sizeof(*tm->by_no) + tm->bytes : 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Reading
+ */
+
+static int rd(struct tracemap *tm, void *dst, size_t n, __u64 addr)
+{
+	return addr ? mem_read(&tm->mem, dst, n, addr) : -EFAULT;
+}
+
+static __u64 u64_at(const __u8 *p, __u32 off)
+{
+	__u64 v;
+
+	memcpy(&v, p + off, 8);
+	return v;
+}
+
+static __u32 u32_at(const __u8 *p, __u32 off)
+{
+	__u32 v;
+
+	memcpy(&v, p + off, 4);
+	return v;
+}
+
+static __u16 u16_at(const __u8 *p, __u32 off)
+{
+	__u16 v;
+
+	memcpy(&v, p + off, 2);
+	return v;
+}
+
+/* Trace n of the VM g as J->trace[n] holds it now, its header into hdr;
+ * 0 when there is none. */
+static __u64 trace_ptr(struct tracemap *tm, __u64 g, __u32 n, __u8 *hdr)
+{
+	const struct lj_layout *lj = tm->lj;
+	__u64 J = g - lj->gg_g + lj->gg_j, arr, T;
+	__u32 lo = lj->J_trace < lj->J_sizetrace ? lj->J_trace : lj->J_sizetrace;
+	__u8 jb[64];
+	__u32 size;
+
+	/* J->trace and J->sizetrace in one read (they are neighbours). */
+	if (!lj->gg_j || !n || lj->J_trace + 8 - lo > sizeof(jb) ||
+	    lj->J_sizetrace + 4 - lo > sizeof(jb) || rd(tm, jb, sizeof(jb), J + lo))
+		return 0;
+	size = u32_at(jb, lj->J_sizetrace - lo);
+	arr = u64_at(jb, lj->J_trace - lo);
+	if (n >= size || size > TRACENO_MAX || rd(tm, &T, 8, arr + 8 * (__u64)n))
+		return 0;
+	T &= LJ_GCVMASK;
+	if (!T || rd(tm, hdr, lj->tr_size, T) || hdr[lj->gc_gct] != GCT_TRACE ||
+	    u16_at(hdr, lj->tr_traceno) != n)
+		return 0;
+	return T;
+}
+
+/* The header fields that make a trace what it is: a trace of that number
+ * with others is another trace. */
+static void trace_fields(const struct lj_layout *lj, const __u8 *hdr, __u64 T, struct tm_trace *tr)
+{
+	tr->T = T;
+	tr->startpc = u64_at(hdr, lj->tr_startpc);
+	tr->mcode = u64_at(hdr, lj->tr_mcode);
+	tr->snap = u64_at(hdr, lj->tr_snap);
+	tr->snapmap = u64_at(hdr, lj->tr_snapmap);
+	tr->ir = u64_at(hdr, lj->tr_ir);
+	tr->szmcode = u32_at(hdr, lj->tr_szmcode);
+	tr->nsnap = u16_at(hdr, lj->tr_nsnap);
+	tr->nsnapmap = u32_at(hdr, lj->tr_nsnapmap);
+	tr->nk = u32_at(hdr, lj->tr_nk);
+	tr->nins = u32_at(hdr, lj->tr_nins);
+	tr->traceno = u16_at(hdr, lj->tr_traceno);
+}
+
+static bool trace_same(const struct tm_trace *a, const struct tm_trace *b)
+{
+	return a->T == b->T && a->startpc == b->startpc && a->mcode == b->mcode &&
+	       a->snap == b->snap && a->snapmap == b->snapmap && a->ir == b->ir &&
+	       a->szmcode == b->szmcode && a->nsnap == b->nsnap && a->nsnapmap == b->nsnapmap &&
+	       a->nk == b->nk && a->nins == b->nins;
+}
+
+/* Trace n of VM g, read now or as kept when it is still the same trace;
+ * NULL when it cannot be read (gone, never there). *err = -ENOMEM. */
+static struct tm_trace *trace_get(struct tracemap *tm, __u64 g, __u32 n, int *err)
+{
+	const struct lj_layout *lj = tm->lj;
+	struct tm_trace now = { 0 }, *tr;
+	__u8 hdr[HDR_MAX];
+	__u32 prev_mcofs = 0;
+	__u64 T;
+
+	*err = 0;
+	/* Checked since the last poll: the stacks symbolized at one poll were
+	 * recorded within its interval, and a trace replaced meanwhile has
+	 * its code elsewhere (the caller checks the address). */
+	if (n < tm->cap && (tr = tm->by_no[n]) && tr->checked == tm->poll)
+		return tr;
+	T = trace_ptr(tm, g, n, hdr);
+	if (!T)
+		return NULL;
+	trace_fields(lj, hdr, T, &now);
+	if (n < tm->cap && (tr = tm->by_no[n]) && trace_same(tr, &now)) {
+		tr->checked = tm->poll;
+		return tr;
+	}
+	/* New, or its number now names another trace. */
+	if (n >= tm->cap) {
+		size_t cap = tm->cap ? tm->cap : 64;
+		struct tm_trace **more;
+
+		while (cap <= n)
+			cap *= 2;
+		if (!(more = realloc(tm->by_no, cap * sizeof(*more)))) {
+			*err = -ENOMEM;
+			return NULL;
+		}
+		memset(more + tm->cap, 0, (cap - tm->cap) * sizeof(*more));
+		tm->by_no = more;
+		tm->cap = cap;
+	}
+	if (tm->by_no[n]) {
+		tm->bytes -= tm->by_no[n]->bytes;
+		tm->ntraces--;
+		trace_free(tm->by_no[n]);
+		tm->by_no[n] = NULL;
+	}
+	if (!now.nsnap || now.nk >= REF_BIAS || now.nins <= REF_BIAS)
+		return NULL;
+	tr = calloc(1, sizeof(*tr));
+	if (!tr || !(tr->snaps = malloc((size_t)now.nsnap * lj->sn_size)) ||
+	    !(tr->chains = calloc(now.nsnap, sizeof(*tr->chains)))) {
+		if (tr)
+			free(tr->snaps);
+		free(tr);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	memcpy(tr, &now, offsetof(struct tm_trace, snaps));
+	if (rd(tm, tr->snaps, (size_t)now.nsnap * lj->sn_size, now.snap)) {
+		trace_free(tr);
+		return NULL;
+	}
+	/* The offsets must grow, as the assembler leaves them. */
+	for (__u32 i = 0; i < tr->nsnap; i++) {
+		__u32 ofs = u16_at(tr->snaps + (size_t)i * lj->sn_size, lj->sn_mcofs);
+
+		if (ofs < prev_mcofs || ofs >= tr->szmcode) {
+			trace_free(tr);
+			return NULL;
+		}
+		prev_mcofs = ofs;
+	}
+	tr->checked = tm->poll;
+	tr->bytes = sizeof(*tr) + (size_t)tr->nsnap * (lj->sn_size + sizeof(*tr->chains));
+	tm->by_no[n] = tr;
+	tm->bytes += tr->bytes;
+	tm->ntraces++;
+	return tr;
+}
+
+/* The snapshot whose code holds offset ofs: the last one starting at or
+ * before it (lj_trace_unwind's rightmost binary search). */
+static __u32 snap_at(const struct tracemap *tm, const struct tm_trace *tr, __u32 ofs)
+{
+	__u32 lo = 0, hi = tr->nsnap;
+
+	while (lo < hi) {
+		__u32 mid = (lo + hi) / 2;
+
+		if (ofs < u16_at(tr->snaps + (size_t)mid * tm->lj->sn_size, tm->lj->sn_mcofs))
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo - 1;	/* snap[0].mcofs == 0 <= ofs */
+}
+
+/* IR constant ref of tr: its opcode and 64-bit value (the next 8 bytes,
+ * where KNUM and, in GC64, KGC keep it). 0, or -1 when ref is not a
+ * constant or cannot be read. */
+static int ir_const(struct tracemap *tm, struct tm_trace *tr, __u32 ref, int *op, __u64 *v)
+{
+	const __u8 *ins;
+	__u8 one[16];
+
+	if (ref < tr->nk || ref + 1 >= REF_BIAS)
+		return -1;
+	/* All of the trace's constants in one read (this poll's), rather than
+	 * a read each; one at a time if that read fails. */
+	if (!tr->kbuf && tr->kbuf_poll != tm->poll + 1) {
+		size_t n = 8 * (size_t)(REF_BIAS - tr->nk);
+
+		tr->kbuf_poll = tm->poll + 1;	/* tried at this poll */
+		if ((tr->kbuf = malloc(n)) && rd(tm, tr->kbuf, n, tr->ir + 8 * (__u64)tr->nk)) {
+			free(tr->kbuf);
+			tr->kbuf = NULL;
+		}
+	}
+	if (tr->kbuf) {
+		ins = tr->kbuf + 8 * (size_t)(ref - tr->nk);
+	} else {
+		if (rd(tm, one, sizeof(one), tr->ir + 8 * (__u64)ref))
+			return -1;
+		ins = one;
+	}
+	*op = ins[tm->lj->ir_o];
+	*v = u64_at(ins, 8);
+	return 0;
+}
+
+/* The memo of ref in tr (struct tm_memo), or NULL. */
+static const struct tm_memo *memo_find(const struct tm_trace *tr, __u32 ref)
+{
+	for (int i = 0; i < tr->nmemo; i++)
+		if (tr->memo[i].ref == ref)
+			return &tr->memo[i];
+	return NULL;
+}
+
+static int memo_put(struct tracemap *tm, struct tm_trace *tr, __u32 ref, __u64 v)
+{
+	struct tm_memo *more = realloc(tr->memo, (tr->nmemo + 1) * sizeof(*more));
+
+	if (!more)
+		return -ENOMEM;
+	tr->memo = more;
+	tr->memo[tr->nmemo++] = (struct tm_memo){ ref, v };
+	tr->bytes += sizeof(*more);
+	tm->bytes += sizeof(*more);
+	return 0;
+}
+
+/* What the GCfunc at fn runs (struct nupp_frame.fn), 0 when unreadable. */
+static __u64 fn_identity(struct tracemap *tm, __u64 fn)
+{
+	const struct lj_layout *lj = tm->lj;
+	__u8 hdr[FN_HDR];
+	__u64 v;
+	__u8 ffid;
+
+	if (lj->fn_ffid >= FN_HDR || lj->fn_pc + 8 > FN_HDR || lj->fn_f + 8 > FN_HDR ||
+	    rd(tm, hdr, FN_HDR, fn & LJ_GCVMASK) || hdr[lj->gc_gct] != GCT_FUNC)
+		return 0;
+	ffid = hdr[lj->fn_ffid];
+	if (ffid > 1)
+		return NUPP_FN(NUPP_FN_FF, ffid);
+	v = u64_at(hdr, ffid ? lj->fn_f : lj->fn_pc);
+	if (!v)
+		return 0;
+	return ffid ? NUPP_FN(NUPP_FN_C, v) : NUPP_FN(NUPP_FN_LUA, v - lj->pt_size);
+}
+
+/* Does the bytecode of prototype pt hold the instruction before pc? */
+static bool proto_holds(struct tracemap *tm, __u64 pt, __u64 pc)
+{
+	const struct lj_layout *lj = tm->lj;
+	__u8 hdr[HDR_MAX];
+	__u64 bc = pt + lj->pt_size;
+
+	if (rd(tm, hdr, lj->pt_size, pt) || hdr[lj->gc_gct] != GCT_PROTO)
+		return false;
+	return pc >= bc + 4 && pc <= bc + 4 * (__u64)u32_at(hdr, lj->pt_sizebc);
+}
+
+/* The prototypes tr's constants name (KGC prototypes, and those of KGC Lua
+ * functions), read once: where a frame's function is no constant. */
+static int trace_protos(struct tracemap *tm, struct tm_trace *tr)
+{
+	__u32 n = REF_BIAS - tr->nk;
+	__u8 *ins;
+
+	if (tr->protos_read)
+		return 0;
+	tr->protos_read = 1;
+	if (!(ins = malloc((size_t)n * 8)))
+		return -ENOMEM;
+	if (!rd(tm, ins, (size_t)n * 8, tr->ir + 8 * (__u64)tr->nk)) {
+		for (__u32 i = 0; i + 1 < n; i++) {
+			__u64 obj = u64_at(ins, 8 * (i + 1)) & LJ_GCVMASK, id;
+			int op = ins[8 * i + tm->lj->ir_o];
+			__u8 gct;
+			__u64 *more;
+
+			/* A 64-bit constant (ir_isk64, GC64) keeps its value in
+			 * the next slot, which is no instruction. */
+			if (op != tm->op_kgc) {
+				i += op == tm->op_knum || op == tm->op_kint64 || op == tm->op_kptr ||
+				     op == tm->op_kkptr;
+				continue;
+			}
+			i++;
+			if (rd(tm, &gct, 1, obj + tm->lj->gc_gct))
+				continue;
+			if (gct == GCT_FUNC && (id = fn_identity(tm, obj)) &&
+			    NUPP_FN_KIND(id) == NUPP_FN_LUA)
+				obj = NUPP_FN_VALUE(id);
+			else if (gct != GCT_PROTO)
+				continue;
+			if (!(more = realloc(tr->protos, (tr->nprotos + 1) * sizeof(*more)))) {
+				free(ins);
+				return -ENOMEM;
+			}
+			tr->protos = more;
+			tr->protos[tr->nprotos++] = obj;
+			tr->bytes += sizeof(*more);
+			tm->bytes += sizeof(*more);
+		}
+	}
+	free(ins);
+	return 0;
+}
+
+/* The function of a frame whose func slot holds no constant (a closure
+ * the trace checks by its prototype): the prototype holding its pc. */
+static __u64 fn_by_pc(struct tracemap *tm, struct tm_trace *tr, __u64 pc, int *err)
+{
+	if (!pc || (*err = trace_protos(tm, tr)))
+		return 0;
+	for (int i = 0; i < tr->nprotos; i++)
+		if (proto_holds(tm, tr->protos[i], pc))
+			return NUPP_FN(NUPP_FN_LUA, tr->protos[i]);
+	return 0;
+}
+
+/* A snapshot's stack slots: which it sets, to which IR ref, with which flags. */
+struct slots {
+	__u32 ref[SLOTS];
+	__u32 flags[SLOTS];
+	__u8 set[SLOTS];
+};
+
+/* The 64-bit constant in slot s, flagged as a link or continuation slot. */
+static int slot_link(struct tracemap *tm, struct tm_trace *tr, const struct slots *sl,
+		     int s, __u64 *v)
+{
+	int op;
+
+	if (s < 0 || s >= SLOTS || !sl->set[s] || !(sl->flags[s] & (SNAP_FRAME | SNAP_CONT)) ||
+	    ir_const(tm, tr, sl->ref[s], &op, v) || op != tm->op_knum)
+		return -1;
+	return 0;
+}
+
+/* What the func slot s holds: a constant function's identity, else the
+ * prototype holding pc; 0 when neither tells. */
+static __u64 slot_fn(struct tracemap *tm, struct tm_trace *tr, const struct slots *sl, int s,
+		     __u64 pc, int *err)
+{
+	const struct tm_memo *m;
+	__u64 v;
+	int op;
+
+	if (s < 0 || s >= SLOTS || !sl->set[s])
+		return 0;
+	if ((m = memo_find(tr, sl->ref[s])))
+		return m->v;
+	if (!ir_const(tm, tr, sl->ref[s], &op, &v) && op == tm->op_kgc) {
+		v = fn_identity(tm, v);
+		if (v && (*err = memo_put(tm, tr, sl->ref[s], v)))
+			return 0;
+		return v;
+	}
+	return fn_by_pc(tm, tr, pc, err);
+}
+
+/* The frame slot below f by a delta link (frame_prevd), 0 when the delta
+ * is none or reaches past the snapshot's slots. */
+static int slot_below(int f, __u64 link)
+{
+	__u64 d = (link & ~(__u64)LJ_FRAME_TYPEP) / 8;
+
+	return d && d < (__u64)f ? f - (int)d : 0;
+}
+
+static enum nupp_call call_kind(__u64 link)
+{
+	return (link & LJ_FRAME_TYPE) == LJ_FRAME_LUA ? NUPP_CALL_LUA :
+	       (link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT ? NUPP_CALL_CONT : NUPP_CALL_OTHER;
+}
+
+/* Rebuild what snapshot i of tr restores (struct tm_chain): walk its frame
+ * links down from the innermost frame to the base frame, as lj_walk.h walks
+ * them in memory. 0 (ch->state says whether it maps) or -ENOMEM. */
+static int chain_resolve(struct tracemap *tm, struct tm_trace *tr, __u32 i, struct tm_chain *ch)
+{
+	const struct lj_layout *lj = tm->lj;
+	const __u8 *sn = tr->snaps + (size_t)i * lj->sn_size;
+	__u32 mapofs = u32_at(sn, lj->sn_mapofs), nent = sn[lj->sn_nent];
+	struct nupp_frame frames[NUPP_MAX_DEPTH];
+	__u32 map[SLOTS + 2];
+	struct slots sl;
+	__u64 pcbase, pc, link;
+	int f, n = 0, err = 0;
+
+	ch->state = -1;
+	if (mapofs + nent + 2 > tr->nsnapmap ||
+	    rd(tm, map, (nent + 2) * sizeof(__u32), tr->snapmap + 4 * (__u64)mapofs))
+		return 0;
+	memset(sl.set, 0, sizeof(sl.set));
+	for (__u32 e = 0; e < nent; e++) {
+		int s = map[e] >> 24;
+
+		sl.set[s] = 1;
+		sl.ref[s] = map[e] & 0xffff;
+		sl.flags[s] = map[e] & 0xff0000;
+	}
+	memcpy(&pcbase, &map[nent], 8);
+	pc = (pcbase >> 8) + 4;		/* at the instruction: as after it */
+	for (f = (int)(pcbase & 0xff) + 1; f > 1;) {
+		__u64 fn;
+
+		if (slot_link(tm, tr, &sl, f, &link))
+			return 0;
+		if ((link & LJ_FRAME_TYPEP) == LJ_FRAME_VARG) {
+			/* A vararg pseudo-frame: its function's frame lies below. */
+			if (!(f = slot_below(f, link)))
+				return 0;
+			continue;
+		}
+		fn = slot_fn(tm, tr, &sl, f - 1, pc, &err);
+		if (err)
+			return err;
+		if (!fn || n == NUPP_MAX_DEPTH)
+			return 0;
+		frames[n++] = (struct nupp_frame){ fn, (pc & ~(__u64)NUPP_CALL_MASK) | call_kind(link) };
+		if ((link & LJ_FRAME_TYPE) == LJ_FRAME_LUA) {
+			/* The CALL before the return address: its base register. */
+			const struct tm_memo *m = memo_find(tr, MEMO_CALL_A | sl.ref[f]);
+			__u32 ins;
+
+			if (!m) {
+				if (rd(tm, &ins, 4, link - 4))
+					return 0;
+				if ((err = memo_put(tm, tr, MEMO_CALL_A | sl.ref[f], (ins >> 8) & 0xff)))
+					return err;
+				m = &tr->memo[tr->nmemo - 1];
+			}
+			pc = link;
+			f -= 2 + (int)m->v;
+		} else {
+			if ((link & LJ_FRAME_TYPEP) != LJ_FRAME_CONT)
+				pc = 0;		/* C, pcall: not stored in the frame */
+			else if (slot_link(tm, tr, &sl, f - 2, &pc))
+				return 0;
+			if (!(f = slot_below(f, link)))
+				return 0;
+		}
+	}
+	if (f != 1)
+		return 0;
+	ch->base_pc = pc;
+	/* Slot 0 is in the snapshot only when the trace changed the base
+	 * frame's function (a tail call). */
+	ch->base_fn = slot_fn(tm, tr, &sl, 0, pc, &err);
+	if (err)
+		return err;
+	if (n && !(ch->frames = malloc(n * sizeof(*frames))))
+		return -ENOMEM;
+	memcpy(ch->frames, frames, n * sizeof(*frames));
+	ch->n = n;
+	ch->state = 1;
+	tr->bytes += n * sizeof(*frames);
+	tm->bytes += n * sizeof(*frames);
+	return 0;
+}
+
+int tracemap__expand(struct tracemap *tm, __u64 g, const struct nupp_frame *in, int depth,
+		     struct nupp_frame *out, int max, int *n)
+{
+	struct tm_trace *tr;
+	struct tm_chain *ch;
+	__u64 ip;
+	__u32 i;
+	int err, k;
+
+	*n = depth < max ? depth : max;
+	memcpy(out, in, *n * sizeof(*in));
+	if (!depth || !NUPP_PC_IS_TRACE(in[0].pc))
+		return TRACEMAP_NONE;
+	out[0].pc = in[0].pc & NUPP_CALL_MASK;	/* unmapped: as if no position */
+	if (!tm)
+		return TRACEMAP_UNMAPPED;
+	ip = tm->vm_lo + (__s64)NUPP_PC_TRACEOFF(in[0].pc);
+	tr = trace_get(tm, g, NUPP_PC_TRACENO(in[0].pc), &err);
+	if (!tr)
+		return err ? err : TRACEMAP_UNMAPPED;
+	if (ip < tr->mcode || ip >= tr->mcode + tr->szmcode)
+		return TRACEMAP_UNMAPPED;	/* in code the trace called, or another trace */
+	i = snap_at(tm, tr, (__u32)(ip - tr->mcode));
+	ch = &tr->chains[i];
+	if (!ch->state && (err = chain_resolve(tm, tr, i, ch)))
+		return err;
+	if (ch->state < 0 || ch->n + depth > max)
+		return TRACEMAP_UNMAPPED;
+	memcpy(out, ch->frames, ch->n * sizeof(*out));
+	memcpy(out + ch->n, in, depth * sizeof(*in));
+	k = ch->n;
+	out[k].fn = ch->base_fn ? ch->base_fn : in[0].fn;
+	out[k].pc = (ch->base_pc & ~(__u64)NUPP_CALL_MASK) | (in[0].pc & NUPP_CALL_MASK);
+	*n = k + depth;
+	return TRACEMAP_MAPPED;
+}
