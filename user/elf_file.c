@@ -93,7 +93,10 @@ int elf_file__text_sha256(struct elf_file *ef, unsigned char out[32])
 	return EVP_Digest(d->d_buf, d->d_size, out, &len, EVP_sha256(), NULL) ? 0 : -1;
 }
 
-static __u64 sym_in(struct elf_file *ef, Elf64_Word type, const char *name)
+/* A symbol's value in the symbol table of type, 0 when absent; with
+ * func_only, only a function defined here: an imported one (SHN_UNDEF) may
+ * carry its PLT stub's address. */
+static __u64 sym_in(struct elf_file *ef, Elf64_Word type, const char *name, bool func_only)
 {
 	GElf_Shdr sh;
 	Elf_Scn *scn = find_section(ef, NULL, type, &sh);
@@ -109,6 +112,8 @@ static __u64 sym_in(struct elf_file *ef, Elf64_Word type, const char *name)
 
 		if (!gelf_getsym(d, i, &sym) || !sym.st_value)
 			continue;
+		if (func_only && (sym.st_shndx == SHN_UNDEF || GELF_ST_TYPE(sym.st_info) != STT_FUNC))
+			continue;
 		s = elf_strptr(ef->elf, sh.sh_link, sym.st_name);
 		if (s && !strcmp(s, name))
 			return sym.st_value;
@@ -118,7 +123,7 @@ static __u64 sym_in(struct elf_file *ef, Elf64_Word type, const char *name)
 
 __u64 elf_file__sym(struct elf_file *ef, const char *name, bool dynamic)
 {
-	return sym_in(ef, dynamic ? SHT_DYNSYM : SHT_SYMTAB, name);
+	return sym_in(ef, dynamic ? SHT_DYNSYM : SHT_SYMTAB, name, false);
 }
 
 bool elf_file__has_symtab(struct elf_file *ef)
@@ -205,35 +210,9 @@ const __u8 *elf_file__code_at(struct elf_file *ef, __u64 vaddr, __u64 *lo, __u64
 	return NULL;
 }
 
-/* A defined function in the symbol table of type, 0 when absent: an
- * imported one (SHN_UNDEF) may carry its PLT stub's address. */
-static __u64 func_in(struct elf_file *ef, Elf64_Word type, const char *name)
-{
-	GElf_Shdr sh;
-	Elf_Scn *scn = find_section(ef, NULL, type, &sh);
-	Elf_Data *d;
-	size_t i, n;
-
-	if (!scn || !(d = elf_getdata(scn, NULL)) || !sh.sh_entsize)
-		return 0;
-	n = sh.sh_size / sh.sh_entsize;
-	for (i = 0; i < n; i++) {
-		GElf_Sym sym;
-		const char *s;
-
-		if (!gelf_getsym(d, i, &sym) || sym.st_shndx == SHN_UNDEF ||
-		    GELF_ST_TYPE(sym.st_info) != STT_FUNC)
-			continue;
-		s = elf_strptr(ef->elf, sh.sh_link, sym.st_name);
-		if (s && !strcmp(s, name))
-			return sym.st_value;
-	}
-	return 0;
-}
-
 __u64 elf_file__func(struct elf_file *ef, const char *name)
 {
-	__u64 v = func_in(ef, SHT_DYNSYM, name);
+	__u64 v = sym_in(ef, SHT_DYNSYM, name, true);
 
-	return v ? v : func_in(ef, SHT_SYMTAB, name);
+	return v ? v : sym_in(ef, SHT_SYMTAB, name, true);
 }
