@@ -292,9 +292,10 @@ static bool stop_child(struct run *r, int *sig)
 			r->child_reaped = true;
 			return false;
 		}
-		if (WSTOPSIG(st) == SIGSTOP)
+		if (WSTOPSIG(st) == SIGSTOP && !(st >> 16))
 			return true;
-		*sig = WSTOPSIG(st);
+		if (!(st >> 16))	/* a signal of its own, delivered at the detach; */
+			*sig = WSTOPSIG(st);	/* an exec event (SIGTRAP) is not one */
 		if (ptrace(PTRACE_CONT, r->child, NULL, NULL))
 			return false;
 	}
@@ -327,7 +328,7 @@ static bool run_to_exec(struct run *r, int *sig)
 		if (w == r->child && st >> 8 == (SIGTRAP | PTRACE_EVENT_EXEC << 8))
 			return true;
 		if (w == r->child) {		/* a signal of its own: deliver it */
-			pending = WSTOPSIG(st);
+			pending = st >> 16 ? 0 : WSTOPSIG(st);	/* an event stop is none */
 			if (ptrace(PTRACE_CONT, r->child, NULL, (void *)(long)pending))
 				return false;
 			continue;
