@@ -15,7 +15,7 @@ BPFTOOL ?= bpftool
 PYTHON  ?= /usr/bin/python3
 CFLAGS  ?= -O2 -g -Wall -Wextra -Wno-unused-parameter
 CPPFLAGS += -I$(B) -I$(B)/gen -Ibpf -Iuser
-LDLIBS  += -lbpf -ldw -lelf -lz -lcrypto -lcapstone
+LDLIBS  += -lbpf -ldw -lelf -lz -lcrypto
 ARCH    := x86
 
 ifeq ($(V),1)
@@ -28,7 +28,7 @@ endif
 
 .DELETE_ON_ERROR:
 .SECONDARY:
-.PHONY: all test bench install clean deps regen luajit
+.PHONY: all test bench install clean deps regen luajit FORCE
 
 all:
 
@@ -52,6 +52,14 @@ $(B)/%.skel.h: $(B)/%.bpf.o
 	$(call msg,GENSKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
 
+# The kernel types the objects use, cut from this kernel's BTF, for a fast
+# load on this kernel (user/libbpf_setup.c checks it is the same kernel).
+$(B)/gen/min_btf.h: $(patsubst bpf/%.bpf.c,$(B)/%.bpf.o,$(BPF_SRCS)) scripts/gen-min-btf.py
+	$(call msg,GEN,$@)
+	$(Q)mkdir -p $(@D) && $(BPFTOOL) gen min_core_btf /sys/kernel/btf/vmlinux $(B)/min_core.btf \
+		$(filter %.bpf.o,$^) && $(PYTHON) scripts/gen-min-btf.py $(B)/min_core.btf $@
+GEN_HEADERS += $(B)/gen/min_btf.h
+
 # --- userspace ----------------------------------------------------------------
 USER_LIB_SRCS := $(filter-out user/main.c user/lua_module.c user/zone_state.c,$(wildcard user/*.c))
 USER_LIB_OBJS := $(patsubst user/%.c,$(B)/obj/%.o,$(USER_LIB_SRCS)) $(B)/obj/lj_builds.o
@@ -67,6 +75,16 @@ $(B)/obj/lj_builds.o: $(B)/gen/lj_builds.c user/lj_build.h bpf/lj_layout.h
 $(B)/libnupp.a: $(USER_LIB_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
+
+# What --version prints: the release, and the commit built ("+" when the
+# tree differed from it). Rewritten only when that changes.
+NUPP_RELEASE := 0.2
+NUPP_COMMIT = $(shell git describe --always --dirty=+ 2>/dev/null || echo "no commit")
+$(B)/gen/version.h: FORCE
+	$(Q)mkdir -p $(@D) && v='#define NUPP_VERSION "$(NUPP_RELEASE) ($(NUPP_COMMIT))"' && \
+		{ [ "$$(cat $@ 2>/dev/null)" = "$$v" ] || echo "$$v" > $@; }
+FORCE:
+$(B)/obj/main.o: $(B)/gen/version.h
 
 $(B)/nupp-bpf: $(B)/obj/main.o $(B)/libnupp.a
 	$(call msg,LD,$@)

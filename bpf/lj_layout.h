@@ -33,6 +33,14 @@
 #define LJ_VMST_OPT	(-6)
 #define LJ_VMST_ASM	(-7)
 
+/* GC object types as an object's gct byte holds them (~LJ_T*, lj_obj.h),
+ * the same in every LuaJIT 2.1. */
+#define LJ_GCT_STR	4
+#define LJ_GCT_THREAD	6
+#define LJ_GCT_PROTO	7
+#define LJ_GCT_FUNC	8
+#define LJ_GCT_TRACE	9
+
 struct lj_layout {
 	/* GG_State: one allocation holding the main lua_State, g, J, dispatch */
 	__u32 gg_g;		/* offsetof(GG_State, g) == sizeof(lua_State) */

@@ -29,7 +29,6 @@
 
 #define LJ_CHUNK	1024	/* bytes of Lua stack read at once; a power of two */
 #define LJ_HDR		64	/* bytes of a GCfunc header read at once */
-#define LJ_GCT_FUNC	8	/* ~LJ_TFUNC: the gct byte of a GCfunc */
 #define LJ_ITYPE_FUNC	0x1fff7	/* LJ_TFUNC: a GC64 TValue's top 17 bits for a function */
 
 /* The walk's caches, per CPU, set-associative by address (the newest entry of
@@ -210,12 +209,16 @@ static __always_inline __u64 lj_walk_fn_read(struct lj_walk_mem *m, const struct
 	if (ffid > 1)
 		return NUPP_FN(NUPP_FN_FF, ffid);
 	v = lj_u64_at(m->hdr, ffid ? lj->fn_f : lj->fn_pc, LJ_HDR);
-	if (lj_unlikely(!v)) {
+	/* A Lua function's pc is proto_bc(pt): the bytecode follows the proto. */
+	if (!ffid)
+		v -= lj->pt_size;
+	/* A C function or a proto lies in user memory: any other value is no
+	 * function's (and would spill into the identity's kind bits). */
+	if (lj_unlikely(v - 1 >= LJ_GCVMASK)) {
 		w->err = NUPP_ERR_BAD_FRAME + 1;
 		return 0;
 	}
-	/* A Lua function's pc is proto_bc(pt): the bytecode follows the proto. */
-	return ffid ? NUPP_FN(NUPP_FN_C, v) : NUPP_FN(NUPP_FN_LUA, v - lj->pt_size);
+	return NUPP_FN(ffid ? NUPP_FN_C : NUPP_FN_LUA, v);
 }
 
 /* A slot tagged as a function holds one; a frame in use holds one. */
@@ -262,7 +265,9 @@ static __always_inline int lj_walk_emit(struct lj_walk_mem *m, const struct lj_l
 	link = w->link;
 	fr = &m->frames[w->depth & (NUPP_MAX_DEPTH - 1)];
 	fr->fn = id;
-	fr->pc = w->pc | ((link & LJ_FRAME_TYPE) == LJ_FRAME_LUA ? NUPP_CALL_LUA :
+	/* A pc holds its call kind in bits an instruction's address leaves
+	 * clear; a continuation's pc read from a torn stack may not. */
+	fr->pc = (w->pc & ~(__u64)NUPP_CALL_MASK) | ((link & LJ_FRAME_TYPE) == LJ_FRAME_LUA ? NUPP_CALL_LUA :
 			  (link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT ? NUPP_CALL_CONT :
 			  NUPP_CALL_OTHER);
 	w->hash = lj_walk_hash(lj_walk_hash(w->hash, fr->fn), fr->pc);
@@ -309,12 +314,25 @@ static __always_inline int lj_walk_to_lua_caller(struct lj_walk_mem *m)
 	return 0;
 }
 
+/* Move down delta bytes, to the frame below. A link that says 0 (the walk
+ * would stay where it is) or more than the address below the frame (it
+ * would wrap around to memory above the stack) is no frame's: a torn or
+ * misread stack. */
+static __always_inline int lj_walk_down(struct lj_walk *w, __u64 delta)
+{
+	if (lj_unlikely(delta == 0 || delta > w->f)) {
+		w->err = NUPP_ERR_BAD_BASE + 1;
+		return 1;
+	}
+	w->f -= delta;
+	return 0;
+}
+
 /* The frame below one called from C, pcall or a continuation: its link is
  * the distance down to it. */
 static __always_inline int lj_walk_to_frame_below(struct lj_walk_mem *m)
 {
 	struct lj_walk *w = &m->w;
-	__u64 delta;
 
 	if (lj_unlikely((w->link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT)) {
 		__u64 off = w->f - 16 - w->chunk_lo;
@@ -329,13 +347,7 @@ static __always_inline int lj_walk_to_frame_below(struct lj_walk_mem *m)
 	} else {
 		w->pc = 0;	/* C, cpcall, pcall: not stored in the frame */
 	}
-	delta = w->link & ~(__u64)LJ_FRAME_TYPEP;	/* frame_delta() in bytes */
-	if (lj_unlikely(delta == 0)) {	/* a zero delta would loop forever */
-		w->err = NUPP_ERR_BAD_BASE + 1;
-		return 1;
-	}
-	w->f -= delta;
-	return 0;
+	return lj_walk_down(w, w->link & ~(__u64)LJ_FRAME_TYPEP);	/* frame_delta() in bytes */
 }
 
 /* Emit the frame at w->f and move to the one below it. 0: go on, 1: stop. */
@@ -354,8 +366,7 @@ static __always_inline int lj_walk_step(struct lj_walk_mem *m, const struct lj_l
 	if (lj_unlikely((w->link & LJ_FRAME_TYPEP) == LJ_FRAME_VARG)) {
 		/* Vararg pseudo-frame: the real frame of the same function lies
 		 * below it and keeps this frame's pc (lj_debug_frame skips it). */
-		w->f -= w->link & ~(__u64)LJ_FRAME_TYPEP;
-		return 0;
+		return lj_walk_down(w, w->link & ~(__u64)LJ_FRAME_TYPEP);
 	}
 	/* frame_gc(): a dummy frame (func == L) is not shown. */
 	if (lj_likely((w->fn & LJ_GCVMASK) != w->L) && lj_unlikely(lj_walk_emit(m, lj)))

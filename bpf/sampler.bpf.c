@@ -11,6 +11,7 @@
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 
 static __always_inline int lj_read(void *dst, __u32 size, __u64 addr)
@@ -76,11 +77,13 @@ struct {
 	__type(value, struct nupp_stack_slot);
 } counts SEC(".maps");
 
-/* Slots claimed since userspace last looked (their indexes), so that it need
- * not scan the table; new_slots_lost is set when this ring was full. */
+/* Slots claimed since userspace last looked, with their stacks' frames
+ * (struct nupp_new_slot), so that it need neither scan the table nor look
+ * the frames up; new_slots_lost is set when this ring was full. Userspace
+ * waits on it (sampler__wait). 512 KiB: ~250 new stacks between two reads. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 256 * 1024);
+	__uint(max_entries, 512 * 1024);
 } new_slots SEC(".maps");
 __u32 new_slots_lost;
 
@@ -95,12 +98,14 @@ struct {
 	__uint(value_size, sizeof(struct nupp_frame) * NUPP_MAX_DEPTH);	/* --depth + 1 frames */
 } stacks SEC(".maps");
 
-/* The target's user registers the sampler reads (luajit-internals.md §5). */
+/* The target's user registers the sampler reads (kernel-notes/sampler.md, "LuaJIT facts"). */
 struct vm_regs {
 	__u64 ip;
 	__u64 dispatch;		/* r14: DISPATCH */
 	__u64 base;		/* rdx: BASE, in the interpreter */
-	__u64 pc;		/* rbx: PC, in the interpreter (after the instruction) */
+	__u64 pc;		/* rbx: PC, in the interpreter (after the instruction),
+				 * or the link of a frame returning */
+	__u64 rbp;		/* RB: BASE saved around some calls out (sample()) */
 };
 
 /* Per-CPU scratch: what a sample works on, too big for the 512-byte BPF
@@ -112,6 +117,12 @@ struct sampler_scratch {
 	struct vm_regs regs;
 	__s32 vmstate;			/* g->vmstate */
 	__u32 state;			/* enum nupp_state */
+	__u64 start;			/* where a walk starts: a frame's base */
+	__u64 L_base, L_maxstack, L_cframe;	/* the running lua_State's */
+	__u64 first_start;		/* where the first walk started, */
+	__s32 first_err;		/* and its enum nupp_err + 1 */
+	__u32 below_leaf;		/* walk_from(): the leaf's link is rbx, its slots stale */
+	__u64 leaf_link;		/* walk_elsewhere(): the link slot at rdx */
 	__u8 ggblk[NUPP_GG_BLK + 8];	/* main lua_State and global_State fields */
 	__u8 Lblk[NUPP_BLK + 8];	/* a coroutine's lua_State fields */
 	struct lj_walk_mem walk;	/* the walk's state, buffers and caches (lj_walk.h) */
@@ -146,11 +157,45 @@ static __always_inline int vm_valid(const struct lj_layout *lj, __u64 g)
 	return glref == g;
 }
 
+/* The VM that value v names, as a lua_State or as a global_State; 0 none. */
+static __always_inline __u64 vm_named_by(const struct lj_layout *lj, __u64 v)
+{
+	__u64 g = 0;
+
+	if (vm_valid(lj, v))
+		return v;
+	if (!v || lj_read(&g, 8, v + lj->L_glref))
+		return 0;
+	return vm_valid(lj, g) ? g : 0;
+}
+
+/* The VM a callee-saved register of the current task names, or 0: the
+ * last resort of a thread whose VM is not known yet (a launched process
+ * before the VM scan found it). Its VM's own start-up is C code where r14
+ * is not DISPATCH (the library openers, the loader parsing the main
+ * chunk), and such code keeps the lua_State, or the global_State, it works
+ * on in a register that survives its calls. Global, not inlined: it runs
+ * only until the thread's VM is known, and the verifier checks it once. */
+__noinline __u64 vm_in_regs(const struct lj_layout *lj)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	__u64 g;
+
+	if (!lj || !regs)
+		return 0;
+	if ((g = vm_named_by(lj, regs->bx)) || (g = vm_named_by(lj, regs->bp)) ||
+	    (g = vm_named_by(lj, regs->r12)) || (g = vm_named_by(lj, regs->r13)) ||
+	    (g = vm_named_by(lj, regs->r15)))
+		return g;
+	return 0;
+}
+
 /* The VM running on this thread, into sc->key.g (0 none): DISPATCH (r14) is
  * pinned in the interpreter and in GC64 trace code; C code usually preserves
  * it (callee-saved). A candidate equal to the VM last validated on this
  * thread needs no check; one that does not validate falls back to that VM,
- * then to the process's only VM. */
+ * then, on the main thread, to the process's only VM, then to one a
+ * callee-saved register names (vm_in_regs), which is kept as the thread's. */
 static __always_inline void find_vm(const struct nupp_proc *p, struct sampler_scratch *sc)
 {
 	__u64 *last, tk;
@@ -166,19 +211,12 @@ static __always_inline void find_vm(const struct nupp_proc *p, struct sampler_sc
 		bpf_map_update_elem(&thread_vm, &tk, &sc->key.g, BPF_ANY);
 		return;
 	}
-	sc->key.g = last ? *last : p->g;
-}
-
-static __always_inline enum nupp_state state_of(__s32 vmstate)
-{
-	if (vmstate >= 0)
-		return NUPP_ST_COMPILED;
-	switch (vmstate) {
-	case LJ_VMST_INTERP: return NUPP_ST_INTERP;
-	case LJ_VMST_C: return NUPP_ST_C;
-	case LJ_VMST_GC: return NUPP_ST_GC;
-	default: return NUPP_ST_COMPILING;	/* EXIT, RECORD, OPT, ASM: as lj_profile counts them */
-	}
+	/* The process's only VM stands in for its main thread alone: another
+	 * thread never seen in a VM may be making its own (it was, once, when
+	 * the scan had found the first thread's VM only). */
+	sc->key.g = last ? *last : sc->key.tid == sc->key.pid ? p->g : 0;
+	if (lj_unlikely(!sc->key.g) && (sc->key.g = vm_in_regs(&p->lj)))
+		bpf_map_update_elem(&thread_vm, &tk, &sc->key.g, BPF_ANY);
 }
 
 /* sc->state, bounded for the verifier (map memory holds unknown numbers). */
@@ -196,6 +234,27 @@ static __always_inline __u32 state_index(const struct sampler_scratch *sc)
 static __always_inline __u32 first_slot(const struct nupp_stack_key *key)
 {
 	return (__u32)key->stack ^ key->tid * 0x9e3779b1u;
+}
+
+/* Tell userspace of slot k, just claimed for sc->key, with its frames. A
+ * wakeup only when userspace had read the ring empty (the ring's default):
+ * it names a new stack while its code, and its process, still exist. */
+static __always_inline void announce_slot(__u32 k, struct sampler_scratch *sc)
+{
+	struct nupp_new_slot *e = bpf_ringbuf_reserve(&new_slots, sizeof(*e), 0);
+	__u32 n = sc->key.depth;
+
+	if (!e) {
+		new_slots_lost = 1;
+		return;
+	}
+	if (n > NUPP_MAX_DEPTH)
+		n = NUPP_MAX_DEPTH;
+	e->slot = k;
+	e->nframes = n;
+	if (n && bpf_probe_read_kernel(e->frames, n * sizeof(struct nupp_frame), sc->walk.frames))
+		e->nframes = 0;		/* userspace looks them up */
+	bpf_ringbuf_submit(e, 0);
 }
 
 /* Count one sample of sc->key in state sc->state (see struct
@@ -221,8 +280,7 @@ static __always_inline int count_stack(const struct nupp_proc *p, struct sampler
 			s->key = sc->key;
 			s->state[state_index(sc)] = 1;
 			__sync_lock_test_and_set(&s->ready, 1);	/* after the key */
-			if (bpf_ringbuf_output(&new_slots, &k, sizeof(k), BPF_RB_NO_WAKEUP))
-				new_slots_lost = 1;
+			announce_slot(k, sc);
 			return 0;
 		}
 		have = (const __u64 *)&s->key;
@@ -265,11 +323,11 @@ static __always_inline struct nupp_proc *proc_of(__u32 pid)
 #define GG_FIELD(p, ggblk, off)	lj_u64_at(ggblk, (off) - (p)->gg_blk, NUPP_GG_BLK)
 /* A field of the running lua_State: from Lblk at offset off - Lfirst. The mask
  * is the larger block's; a coroutine's block is NUPP_BLK long, and userspace
- * keeps the lua_State offsets within it (block_of in user/sampling.c). */
+ * keeps the lua_State offsets within it (block_of in user/sampler.c). */
 #define L_FIELD(Lblk, Lfirst, off)	lj_u64_at(Lblk, (off) - (Lfirst), NUPP_GG_BLK)
 
 /* Where the walk starts: the running function's base in each VM state
- * (luajit-internals.md §5); L->base is stale while bytecode or a trace runs.
+ * (kernel-notes/sampler.md, "LuaJIT facts"); L->base is stale while bytecode or a trace runs.
  * The leaf's pc is set apart (sample()): a frame's pc only names its callee,
  * and the leaf has none, so it is kept only where it tells more (on trace,
  * and with --lines); a key without it is shared by every sample of the stack.
@@ -317,20 +375,19 @@ static __always_inline __u64 trace_pos(const struct nupp_proc *p, const struct v
  * (GC, recorder, helpers): one read. In a C function the leaf is that
  * function, which has no pc. Userspace keeps only a pc inside the leaf's
  * bytecode. */
-static __always_inline void leaf_pc_of(const struct nupp_proc *p, struct sampler_scratch *sc,
-				       __u64 base, const __u8 *Lblk, __u32 Lfirst)
+static __always_inline void leaf_pc_of(const struct nupp_proc *p, struct sampler_scratch *sc)
 {
 	struct lj_walk *w = &sc->walk.w;
 	__u64 cf;
 
-	if (sc->vmstate == LJ_VMST_INTERP && base == sc->regs.base &&
+	if (sc->vmstate == LJ_VMST_INTERP && sc->start == sc->regs.base &&
 	    sc->regs.ip - p->vm_lo < p->vm_hi - p->vm_lo) {
 		w->pc = sc->regs.pc & LJ_GCVMASK & ~(__u64)NUPP_CALL_MASK;
 		return;
 	}
 	if (sc->vmstate == LJ_VMST_C)
 		return;
-	cf = L_FIELD(Lblk, Lfirst, p->lj.L_cframe) & LJ_CFRAME_RAWMASK;
+	cf = sc->L_cframe & LJ_CFRAME_RAWMASK;
 	if (!cf || lj_read(&w->pc, 8, cf + LJ_CFRAME_OFS_PC))
 		w->pc = 0;
 	w->pc &= LJ_GCVMASK & ~(__u64)NUPP_CALL_MASK;
@@ -360,6 +417,129 @@ __noinline int walk_steps(struct lj_walk_mem *m, const struct lj_layout *lj)
 	return 0;
 }
 
+/* Walk the thread's frames from sc->start into sc->walk, whose L, bot,
+ * epoch and max are set; sc->key.truncated says whether frames were left.
+ * 0, or enum nupp_err + 1. Global, not inlined: a sample may walk up to
+ * three times (walk_elsewhere), and inlined thrice the walk's values were
+ * spilled to the stack (72 bytes, see the table in kernel-notes/sampler.md).
+ * The verifier sees p and sc as memory of their types' sizes, which may be
+ * NULL. */
+__noinline int walk_from(struct nupp_proc *p, struct sampler_scratch *sc)
+{
+	struct lj_walk *w;
+	__u32 i;
+
+	if (!p || !sc)
+		return NUPP_ERR_BAD_BASE + 1;
+	w = &sc->walk.w;
+
+	w->f = sc->start - 8;	/* link slot */
+	w->depth = 0;
+	w->hash = 0;
+	w->chunk_lo = 0;
+	w->err = 0;
+	w->next_id = 0;
+	w->fill_pc = 0;
+	w->pc = 0;
+	if (lj_unlikely(w->f == w->bot))	/* an empty stack: a thread not started, or lua_close */
+		return NUPP_ERR_NO_FRAME + 1;
+	if (lj_unlikely(w->f < w->bot || w->f > sc->L_maxstack))
+		return NUPP_ERR_BAD_BASE + 1;
+	/* A frame returning: the walk starts at its caller (walk_elsewhere). */
+	if (lj_unlikely(sc->below_leaf)) {
+		w->link = sc->regs.pc;
+		if ((w->link & LJ_FRAME_TYPE) == LJ_FRAME_LUA ? lj_walk_to_lua_caller(&sc->walk) :
+		    lj_walk_to_frame_below(&sc->walk))
+			return w->err ? w->err : NUPP_ERR_BAD_FRAME + 1;
+		if (w->f <= w->bot)
+			return NUPP_ERR_NO_FRAME + 1;
+	}
+	/* The leaf's pc, which walk_steps() records with its frame: on trace
+	 * where its code runs, else (--lines) its bytecode. */
+	if (sc->vmstate >= 0)
+		w->pc = trace_pos(p, &sc->regs, sc->vmstate);
+	else if (leaf_pc)
+		leaf_pc_of(p, sc);
+	/* A bounded loop of batches, not bpf_loop(), whose indirect call per
+	 * turn costs more than a frame on this kernel. Its bound is rodata, a
+	 * constant to the verifier. */
+	for (i = 0; i < walk_turns; i += WALK_BATCH) {
+		asm volatile("" : "+r"(sc), "+r"(p));	/* as in walk_steps() */
+		if (walk_steps(&sc->walk, &p->lj))
+			break;
+	}
+	if (lj_unlikely(w->err))
+		return w->err;
+	if (lj_unlikely(!w->depth))
+		return NUPP_ERR_NO_FRAME + 1;
+	/* More frames than --depth, or than the steps allowed reach. */
+	sc->key.truncated = w->depth == w->max || i >= walk_turns;
+	return 0;
+}
+
+/* A walk from the caller of the frame at rdx, which is returning: its link is
+ * in PC (rbx). 0, or enum nupp_err + 1. */
+static __always_inline int walk_below_leaf(struct nupp_proc *p, struct sampler_scratch *sc)
+{
+	int err;
+
+	sc->start = sc->regs.base;
+	sc->below_leaf = 1;
+	err = walk_from(p, sc);
+	sc->below_leaf = 0;
+	return err;
+}
+
+/* The interpreter keeps BASE in rdx, but not at every instruction, and
+ * syncs L->base only before calls that may need it. A walk from where BASE
+ * is not finds no frame there (err, enum nupp_err + 1); the other places
+ * are tried in turn:
+ * - coroutine.resume and a coroutine's wrapper hold BASE + 8 in rdx from
+ *   storing L->base until lj_vm_resume loads the coroutine's;
+ * - BC_LEN and BC_USETV call lj_tab_len and lj_gc_barrieruv with BASE saved
+ *   in RB (rbp), a callee-saved register, and L->base stale; rdx is the
+ *   callee's until restored from rbp after it.
+ * - a frame returning (BC_RET*, a fast function's return, a continuation's
+ *   dispatch) has its results copied over its own slots while its link is
+ *   in PC (rbx): the walk starts at its caller, found from that link.
+ * tests/corpus/: 19 of 25 read faults of coro_ring.lua, 27 of 34
+ * unresolved samples of event_loop.lua, and 25 of 32 read faults left in
+ * five programs after that (ip and slots recorded with a debug build of
+ * the sampler, mapped with objdump). 0, or the first walk's err.
+ * What lives across the walks is kept in sc (see struct sampler_scratch). */
+static __always_inline int walk_elsewhere(struct nupp_proc *p, struct sampler_scratch *sc, int err)
+{
+	int in_vm = sc->regs.ip - p->vm_lo < p->vm_hi - p->vm_lo, returning = 0;
+
+	sc->first_start = sc->start;
+	sc->first_err = err;
+	/* A frame returning one result (a fast function's, BC_RET1) wrote it
+	 * over its func slot and keeps its link slot, which PC holds: its
+	 * caller comes first. L->base is stale there, and a walk from it
+	 * found the frames of an older call (mixed.lua on a build without
+	 * the JIT: 2.7 % of samples named outer() for compiled();band, ip
+	 * at ->fff_res_). */
+	if (in_vm && !lj_read(&sc->leaf_link, 8, sc->regs.base - 8) &&
+	    sc->leaf_link == sc->regs.pc) {
+		returning = 1;
+		if (!walk_below_leaf(p, sc))
+			return 0;
+	}
+	if (sc->L_base != sc->first_start) {
+		sc->start = sc->L_base;
+		if (!walk_from(p, sc))
+			return 0;
+	}
+	if (sc->regs.rbp != sc->first_start && sc->regs.rbp != sc->L_base) {
+		sc->start = sc->regs.rbp;
+		if (!walk_from(p, sc))
+			return 0;
+	}
+	if (in_vm && !returning && !walk_below_leaf(p, sc))
+		return 0;
+	return sc->first_err;
+}
+
 /* One sample of the target process p: the thread in sc->key (pid, tid), its
  * registers in sc->regs. */
 static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *sc)
@@ -367,8 +547,8 @@ static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *s
 	struct nupp_stack_key *key = &sc->key;
 	struct lj_walk *w = &sc->walk.w;
 	const __u8 *Lblk;
-	__u64 GG, L, base;
-	__u32 Lfirst, i;
+	__u64 GG, L;
+	__u32 Lfirst;
 	int err;
 
 	if (lj_unlikely(paused)) {
@@ -376,16 +556,21 @@ static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *s
 		return 0;
 	}
 	find_vm(p, sc);
-	if (lj_unlikely(!key->g))
+	if (lj_unlikely(!key->g)) {
+		__sync_fetch_and_add(&p->vmless, 1);
 		return unresolved(NUPP_ERR_NO_VM);
+	}
 	/* The fields of the VM in one read, and a coroutine's in another.
 	 * Lengths in 1..size, in a form the verifier can bound. */
+	/* Every VM found was read when it was validated, and a live VM's
+	 * GG_State stays mapped: one that cannot be read is gone (lua_close
+	 * freed it, as a program's last moments do). */
 	if (lj_unlikely(lj_read(sc->ggblk, ((p->gg_len - 1) & (NUPP_GG_BLK - 1)) + 1,
 				key->g - p->lj.gg_g + p->gg_blk)))
-		return unresolved(NUPP_ERR_READ);
+		return unresolved(NUPP_ERR_VM_CLOSED);
 	GG = key->g - p->lj.gg_g;
 	sc->vmstate = (__s32)GG_FIELD(p, sc->ggblk, p->lj.gg_g + p->lj.g_vmstate);
-	sc->state = state_of(sc->vmstate);
+	sc->state = nupp_state_of(sc->vmstate);
 	L = GG_FIELD(p, sc->ggblk, p->lj.gg_g + p->lj.g_cur_L) & LJ_GCVMASK;
 	__builtin_memset(w, 0, sizeof(*w));
 	w->L = L;
@@ -399,36 +584,24 @@ static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *s
 		Lfirst = p->L_blk;
 	}
 	w->bot = L_FIELD(Lblk, Lfirst, p->lj.L_stack) + 8;
+	sc->L_base = L_FIELD(Lblk, Lfirst, p->lj.L_base);
+	sc->L_maxstack = L_FIELD(Lblk, Lfirst, p->lj.L_maxstack);
+	sc->L_cframe = L_FIELD(Lblk, Lfirst, p->lj.L_cframe);
 	w->epoch = p->gc_epoch;
 	/* One frame more than shown: the caller names the outermost one. */
 	w->max = p->max_frames;
-	base = walk_base(p, &sc->regs, sc->vmstate, sc->ggblk, Lblk, Lfirst);
-	w->f = base - 8;	/* link slot */
-	if (lj_unlikely(w->f == w->bot))	/* an empty stack: a thread not started, or lua_close */
-		return unresolved(NUPP_ERR_NO_FRAME);
-	if (lj_unlikely(w->f < w->bot || w->f > L_FIELD(Lblk, Lfirst, p->lj.L_maxstack)))
-		return unresolved(NUPP_ERR_BAD_BASE);
-	/* The leaf's pc, which walk_steps() records with its frame: on trace
-	 * where its code runs, else (--lines) its bytecode. */
-	if (sc->vmstate >= 0)
-		w->pc = trace_pos(p, &sc->regs, sc->vmstate);
-	else if (leaf_pc)
-		leaf_pc_of(p, sc, base, Lblk, Lfirst);
-	/* A bounded loop of batches, not bpf_loop(), whose indirect call per
-	 * turn costs more than a frame on this kernel. Its bound is rodata, a
-	 * constant to the verifier. */
-	for (i = 0; i < walk_turns; i += WALK_BATCH) {
-		asm volatile("" : "+r"(sc), "+r"(p));	/* as in walk_steps() */
-		if (walk_steps(&sc->walk, &p->lj))
-			break;
-	}
-	if (lj_unlikely(w->err))
-		return unresolved(w->err - 1);
-	if (lj_unlikely(!w->depth))
-		return unresolved(NUPP_ERR_NO_FRAME);
+	sc->start = walk_base(p, &sc->regs, sc->vmstate, sc->ggblk, Lblk, Lfirst);
+	err = walk_from(p, sc);
+	if (lj_unlikely(err && err != NUPP_ERR_NO_FRAME + 1) && sc->vmstate == LJ_VMST_INTERP)
+		err = walk_elsewhere(p, sc, err);
+	if (lj_unlikely(err))
+		return unresolved(err - 1);
+	/* Addresses derived before the walks would be live across them, and
+	 * spilled: derive them again (as in walk_steps()). */
+	asm volatile("" : "+r"(sc), "+r"(p));
+	key = &sc->key;
+	w = &sc->walk.w;
 	key->depth = w->depth;
-	/* More frames than --depth, or than the steps allowed reach. */
-	key->truncated = w->depth == w->max || i >= walk_turns;
 	key->stack = lj_walk_hash_end(w->hash) | 1;	/* 0 marks a free slot */
 	key->zone = 0;
 	if (p->zone_cur)
@@ -442,10 +615,11 @@ static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *s
  * share one load between two kinds of pointer, which the verifier refuses. */
 #define VM_REGS(r, regs) do {							\
 	const struct pt_regs *rg_ = (regs);					\
-	__u64 ip_ = rg_->ip, d_ = rg_->r14, b_ = rg_->dx;			\
-	__u64 pc_ = leaf_pc ? rg_->bx : 0;					\
-	asm volatile("" : "+r"(ip_), "+r"(d_), "+r"(b_), "+r"(pc_));		\
-	(r) = (struct vm_regs){ .ip = ip_, .dispatch = d_, .base = b_, .pc = pc_ };	\
+	__u64 ip_ = rg_->ip, d_ = rg_->r14, b_ = rg_->dx, rb_ = rg_->bp;	\
+	__u64 pc_ = rg_->bx;							\
+	asm volatile("" : "+r"(ip_), "+r"(d_), "+r"(b_), "+r"(pc_), "+r"(rb_));	\
+	(r) = (struct vm_regs){ .ip = ip_, .dispatch = d_, .base = b_, .pc = pc_,	\
+				.rbp = rb_ };					\
 } while (0)
 
 /* This CPU's scratch, where a sample of task starts: its ids. */
@@ -488,15 +662,15 @@ int on_cpu_clock(struct bpf_perf_event_data *ctx)
 /* The scheduler tick: the hrtimer that runs it expires in hard interrupt
  * context on the interrupted task, at CONFIG_HZ on a busy CPU. Other hrtimers
  * (other profilers' timers among them) are not samples. */
-SEC("tp_btf/hrtimer_expire_entry")
-int BPF_PROG(on_tick, struct hrtimer *timer, ktime_t *now)
+SEC("raw_tp/hrtimer_expire_entry")
+int BPF_PROG(on_tick, struct hrtimer *timer)
 {
 	struct task_struct *task;
 	struct sampler_scratch *sc;
 	struct nupp_proc *p;
 	__u32 pid;
 
-	if ((__u64)timer->function != tick_fn)
+	if ((__u64)BPF_CORE_READ(timer, function) != tick_fn)
 		return 0;
 	task = bpf_get_current_task_btf();
 	pid = task->tgid;
@@ -515,10 +689,10 @@ int BPF_PROG(on_tick, struct hrtimer *timer, ktime_t *now)
 /* A target that executes another program keeps its pid, but its layout
  * and VM are gone with its old image: its slot stops matching before the
  * new program runs, and userspace learns why from target_execed. */
-SEC("tp_btf/sched_process_exec")
-int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
+SEC("raw_tp/sched_process_exec")
+int on_exec(void *ctx)
 {
-	__u32 pid = task->tgid, slot = slot_of(pid);
+	__u32 pid = bpf_get_current_pid_tgid() >> 32, slot = slot_of(pid);
 
 	if (slot >= NUPP_MAX_PLACES)
 		return 0;
@@ -545,6 +719,28 @@ int on_gc_cycle(struct pt_regs *ctx)
 	 * cycle in the same process moved the epoch all the same. */
 	if (epoch)
 		__sync_val_compare_and_swap(&p->gc_epoch, epoch, epoch + 1);
+	return 0;
+}
+
+/* luaL_openlibs(L): a new VM's first call (luajit's pmain, OpenResty's
+ * ngx_http_lua_new_state), before the library openers and the loader run
+ * as C code where r14 is not DISPATCH. The thread's VM is known from here
+ * on, not from the next scan of the process (up to a millisecond later,
+ * 1-3 samples of each launch otherwise), and the samples that found no VM
+ * until now ran before any Lua code. Attached only to a process with no VM
+ * yet; a plain uprobe at the function's verified entry. */
+SEC("uprobe")
+int on_openlibs(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid(), g, tk;
+	struct nupp_proc *p = proc_of(id >> 32);
+
+	if (!p || !(g = vm_named_by(&p->lj, PT_REGS_PARM1(ctx))))
+		return 0;
+	tk = thread_key(p, (__u32)id);
+	bpf_map_update_elem(&thread_vm, &tk, &g, BPF_ANY);
+	if (!p->vmless_named)
+		__sync_val_compare_and_swap(&p->vmless_named, 0, p->vmless + 1);
 	return 0;
 }
 

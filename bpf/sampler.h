@@ -55,7 +55,7 @@ struct nupp_frame {
 #define NUPP_PC_TRACENO(pc)		((__u32)((pc) >> 34) & 0xffff)
 #define NUPP_PC_TRACEOFF(pc)		((__s32)(__u32)((pc) >> 2))
 
-/* VM states of the spec's Sample record. */
+/* VM states a sample is counted under (the Lua API's vmstate names). */
 enum nupp_state {
 	NUPP_ST_COMPILED,	/* g->vmstate >= 0: a trace is running */
 	NUPP_ST_INTERP,		/* interpreter */
@@ -65,6 +65,19 @@ enum nupp_state {
 	NUPP_ST_MAX,
 };
 
+/* The state a g->vmstate value is counted under (the sampler, and dump). */
+static inline enum nupp_state nupp_state_of(__s32 vmstate)
+{
+	if (vmstate >= 0)
+		return NUPP_ST_COMPILED;
+	switch (vmstate) {
+	case LJ_VMST_INTERP: return NUPP_ST_INTERP;
+	case LJ_VMST_C: return NUPP_ST_C;
+	case LJ_VMST_GC: return NUPP_ST_GC;
+	default: return NUPP_ST_COMPILING;	/* EXIT, RECORD, OPT, ASM: as lj_profile counts them */
+	}
+}
+
 /* Why a sample of a target process could not be resolved. */
 enum nupp_err {
 	NUPP_ERR_NO_VM,		/* no validated global_State for the thread */
@@ -73,6 +86,7 @@ enum nupp_err {
 	NUPP_ERR_BAD_FRAME,	/* a frame slot that does not hold a function */
 	NUPP_ERR_READ,		/* target memory could not be read */
 	NUPP_ERR_NO_FRAME,	/* the walk found no frame at all */
+	NUPP_ERR_VM_CLOSED,	/* the VM's own memory is gone: lua_close ran */
 	NUPP_ERR_MAP_FULL,	/* the counts map is full */
 	NUPP_ERR_MAX,
 };
@@ -90,6 +104,15 @@ struct nupp_stack_key {
 	__u16 truncated;	/* 1: the stack goes on past frame depth - 1, which
 				 * is only the caller of the outermost shown one */
 	__u64 stack;		/* hash of the frames, never 0: key of the stacks map */
+};
+
+/* A record of the new_slots ring: a slot just claimed, and its stack's
+ * frames (key.depth of them), so that userspace names the stack without
+ * asking the stacks map. */
+struct nupp_new_slot {
+	__u32 slot;		/* index in the counts table */
+	__u32 nframes;		/* frames below: the key's depth */
+	struct nupp_frame frames[NUPP_MAX_DEPTH];
 };
 
 /* Counts are kept in an open-addressed table: an mmap-able array that
@@ -133,6 +156,11 @@ struct nupp_proc {
 	__u32 counts_mask;	/* slots of the counts table - 1 */
 	struct lj_layout lj;
 	__u32 slot;		/* its own slot; read only when the VM is not p->g */
+	__u64 vmless;		/* its samples that found no VM (NUPP_ERR_NO_VM): userspace
+				 * tells apart those taken before it had one */
+	__u64 vmless_named;	/* vmless + 1 when luaL_openlibs first named a VM
+				 * (on_openlibs), 0 before: every sample that found
+				 * none until then ran before any Lua code */
 };
 
 /* Process-wide counters (per-CPU array, index enum nupp_counter). A

@@ -9,6 +9,8 @@
  * or the trace was aborted asynchronously; MCODELM retries leave before it,
  * exactly as they skip the vmevent. penalty_pc()/blacklist_pc() have run, so
  * the start instruction shows whether this abort blacklisted it. The
+ * location the vmevent will carry is found here, as trace_abort() finds
+ * it, and named (chunk name, line) while the target lives. The
  * instruction probed is a jcc, which the kernel emulates instead of
  * single-stepping (see kernel-notes/trace-abort.md).
  *
@@ -70,40 +72,241 @@ static __always_inline __u64 find_J(const struct lj_layout *lj, struct pt_regs *
 	return 0;
 }
 
-/* Frames from J->L->base-1 downwards, raw (lj_debug_frame / trace_abort). */
-static __always_inline void read_frames(const struct lj_layout *lj,
-					struct nupp_trace_event *e, __u64 stack)
+/* proto_bcpos(pt, pc) as the int setintV() stores; bc is proto_bc(pt). */
+static __always_inline __s32 bcpos(__u64 bc, __u64 pc)
 {
-	__u64 f = e->base - 8, bot = stack + 8;
+	return (__s32)(__u32)((__s64)(pc - bc) >> 2);
+}
 
-	for (int i = 0; i < NUPP_TRACE_FRAMES; i++) {
-		struct nupp_trace_frame *fr = &e->frames[i];
+/* frame_prev(f): the frame below f, whose link is link. */
+static __always_inline int frame_prev(__u64 f, __u64 link, __u64 *prev)
+{
+	__u32 ins;
 
-		if (f <= bot)
-			break;
-		fr->slot = f;
-		if (RD(fr->link, f) || RD(fr->func, f - 8))
-			break;
-		fr->func &= LJ_GCVMASK;
-		fr->contpc = 0;
-		fr->ffid = 0xff;
-		if (fr->func != e->L && RD(fr->ffid, fr->func + lj->fn_ffid))
-			break;
-		if ((fr->link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT && RD(fr->contpc, f - 16))
-			break;
-		e->nframes = i + 1;
-		if (fr->ffid == 0 && fr->func != e->L)
-			break;		/* the Lua frame the walk stops at */
-		if ((fr->link & LJ_FRAME_TYPE) == LJ_FRAME_LUA) {
-			__u32 ins;
-
-			if (RD(ins, fr->link - 4))
-				break;
-			f -= 8 * (2 + ((ins >> 8) & 0xff));	/* frame_prevl() */
-		} else {
-			f -= fr->link & ~(__u64)LJ_FRAME_TYPEP;	/* frame_prevd() */
-		}
+	if ((link & LJ_FRAME_TYPE) == LJ_FRAME_LUA) {
+		if (RD(ins, link - 4))
+			return -1;
+		*prev = f - 8 * (2 + ((ins >> 8) & 0xff));	/* frame_prevl() */
+	} else {
+		*prev = f - (link & ~(__u64)LJ_FRAME_TYPEP);	/* frame_prevd() */
 	}
+	return 0;
+}
+
+/* One frame of LuaJIT's search (lj_trace.c trace_abort): from
+ * J->L->base-1 down to the first Lua function; each frame passed sets pc
+ * to its continuation's pc (a continuation frame) or its link (any other)
+ * minus one instruction. A walk that reaches the bottom frame names that
+ * frame's function, pos 0. A dummy frame's "function" is the thread, whose
+ * dummy_ffid is FF_C. The walk is l->frame and l->pc; 1 when it has found
+ * the function, 0 to go on, -1 on a read fault. A global function: the
+ * verifier checks it once, not once for every turn of the walk. */
+__noinline int lua_frame_step(const struct lj_layout *lj, struct nupp_trace_event *e, __u64 bot)
+{
+	struct nupp_trace_loc *l;
+	__u64 f, link, prev, bc;
+
+	if (!lj || !e)
+		return -1;
+	l = &e->loc;
+	f = l->frame;
+	if (RD(l->fn, f - 8))
+		return -1;
+	l->fn &= LJ_GCVMASK;
+	if (RD(l->ffid, l->fn + lj->fn_ffid))
+		return -1;
+	if (l->ffid == 0) {
+		if (RD(bc, l->fn + lj->fn_pc))
+			return -1;
+		l->pt = bc - lj->pt_size;
+		l->pos = bcpos(bc, l->pc);
+		return 1;
+	}
+	if (RD(link, f) || frame_prev(f, link, &prev))
+		return -1;
+	if (prev <= bot) {
+		l->pos = 0;
+		return 1;
+	}
+	if ((link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT) {
+		if (RD(l->pc, f - 16))	/* frame_contpc() */
+			return -1;
+	} else {
+		l->pc = link;		/* frame_pc() */
+	}
+	l->pc -= 4;
+	l->frame = prev;
+	return 0;
+}
+
+/* One frame of luajit2's lj_debug_frame(L, 0) (2019-02 to 2023-10): the
+ * first frame below J->L->base that is no dummy frame. The walk is l->frame,
+ * and lj_debug_frame()'s level, kept in l->pos until the walk ends. */
+__noinline int debug_frame_step(const struct lj_layout *lj, struct nupp_trace_event *e, __u64 bot)
+{
+	struct nupp_trace_loc *l;
+	__u64 f, link;
+
+	if (!lj || !e)
+		return -1;
+	l = &e->loc;
+	f = l->frame;
+	if (f <= bot || RD(l->fn, f - 8))
+		return -1;
+	l->fn &= LJ_GCVMASK;
+	if (l->fn == e->L)
+		l->pos++;	/* skip dummy frames */
+	if (l->pos-- == 0)
+		return RD(l->ffid, l->fn + lj->fn_ffid) ? -1 : 1;
+	if (RD(link, f) || frame_prev(f, link, &l->frame))
+		return -1;
+	if ((link & LJ_FRAME_TYPEP) == LJ_FRAME_VARG)
+		l->pos++;	/* skip the vararg pseudo-frame */
+	return 0;
+}
+
+/* The frame's function and pos as luajit2 names them: proto_bcpos(J->pc)
+ * for the Lua frame at base-1, else lj_debug_framepc(L, fn, frame). Of the
+ * latter, the PC of a Lua frame under a C frame (found through the C frame
+ * chain) and the undoing of a JLOOP's exit are not reproduced: NO_BCPOS. */
+static __always_inline int debug_frame_pos(const struct lj_layout *lj, struct nupp_trace_event *e,
+					   __u64 base)
+{
+	struct nupp_trace_loc *l = &e->loc;
+	__u64 link, bc, ins = 0;
+	__u32 sizebc, pos;
+
+	l->pos = -1;			/* NO_BCPOS */
+	if (l->ffid != 0)
+		return 0;
+	if (RD(bc, l->fn + lj->fn_pc))
+		return -1;
+	l->pt = bc - lj->pt_size;
+	if (l->frame == base - 8) {
+		l->pos = bcpos(bc, e->pc);
+		return 0;
+	}
+	if (RD(link, l->frame))
+		return -1;
+	if ((link & LJ_FRAME_TYPE) == LJ_FRAME_LUA)
+		ins = link;
+	else if ((link & LJ_FRAME_TYPEP) == LJ_FRAME_CONT && RD(ins, l->frame - 16))
+		return -1;
+	if (!ins || RD(sizebc, l->pt + lj->pt_sizebc))
+		return 0;
+	pos = (__u32)bcpos(bc, ins) - 1;
+	if (pos <= sizebc)
+		l->pos = (__s32)pos;
+	return 0;
+}
+
+/* The frame the target's trace_abort() names, its function and pos. */
+static __always_inline int find_location(const struct nupp_trace_proc *p, struct nupp_trace_event *e,
+					 __u64 base, __u64 bot)
+{
+	int r = 0;
+
+	e->loc.frame = base - 8;
+	e->loc.pc = e->pc;
+	e->loc.pos = 0;
+	for (int i = 0; i < NUPP_TRACE_WALK && !r; i++)
+		r = p->debug_frame ? debug_frame_step(&p->lj, e, bot) : lua_frame_step(&p->lj, e, bot);
+	if (r != 1)
+		return -1;
+	return p->debug_frame ? debug_frame_pos(&p->lj, e, base) : 0;
+}
+
+/* lj_debug_line(pt, pos), and pt->firstline. */
+static __always_inline int proto_line(const struct lj_layout *lj, struct nupp_trace_loc *l)
+{
+	__u32 pos = (__u32)l->pos, sizebc;
+	__s32 numline;
+	__u64 li;
+
+	if (RD(li, l->pt + lj->pt_lineinfo) || RD(sizebc, l->pt + lj->pt_sizebc) ||
+	    RD(numline, l->pt + lj->pt_numline) || RD(l->firstline, l->pt + lj->pt_firstline))
+		return -1;
+	l->line = 0;		/* lj_debug_line's answer for a position past the code */
+	if (pos > sizebc || !li)
+		return 0;
+	if (pos == sizebc) {
+		l->line = l->firstline + numline;
+	} else if (pos == 0) {
+		l->line = l->firstline;
+	} else if (numline < 256) {
+		__u8 d;
+
+		if (RD(d, li + pos - 1))
+			return -1;
+		l->line = l->firstline + d;
+	} else if (numline < 65536) {
+		__u16 d;
+
+		if (RD(d, li + 2ULL * (pos - 1)))
+			return -1;
+		l->line = l->firstline + d;
+	} else {
+		__u32 d;
+
+		if (RD(d, li + 4ULL * (pos - 1)))
+			return -1;
+		l->line = l->firstline + d;
+	}
+	return 0;
+}
+
+/* The chunk name: all of it, or its first character and its end. */
+static __always_inline int proto_name(const struct lj_layout *lj, struct nupp_trace_loc *l)
+{
+	__u64 s;
+	__u32 n, off = 0;
+
+	if (RD(s, l->pt + lj->pt_chunkname))
+		return -1;
+	s = (s & LJ_GCVMASK) + lj->str_size;
+	if (RD(l->namelen, s - lj->str_size + lj->str_len) || RD(l->name0, s))
+		return -1;
+	n = l->namelen;
+	if (n > NUPP_TRACE_NAME) {
+		off = n - NUPP_TRACE_NAME;
+		n = NUPP_TRACE_NAME;
+	}
+	if (n > 0 && n <= NUPP_TRACE_NAME && bpf_probe_read_user(l->name, n, (const void *)(s + off)))
+		return -1;
+	return 0;
+}
+
+/* The location the "abort" vmevent will carry, found the target's way, and
+ * all that names it: the function may be collected, or the process gone,
+ * before userspace reads the event. base and stack are J->L's. A global
+ * function: the verifier checks it once, not once for every way the probe
+ * reaches it. */
+__noinline int read_location(const struct nupp_trace_proc *p, struct nupp_trace_event *e,
+			     __u64 base, __u64 stack)
+{
+	const struct lj_layout *lj;
+	struct nupp_trace_loc *l;
+	__u64 bot = stack + 8;
+
+	if (!p || !e)
+		return -1;
+	lj = &p->lj;
+	l = &e->loc;
+	if (find_location(p, e, base, bot))
+		return -1;
+	if (l->ffid != 0) {
+		if (RD(l->f, l->fn + lj->fn_f))
+			return -1;
+		l->have = NUPP_LOC_FN;
+		return 0;
+	}
+	l->have = NUPP_LOC_FN;
+	if (proto_line(lj, l))
+		return 0;
+	l->have |= NUPP_LOC_PROTO;
+	if (!proto_name(lj, l))
+		l->have |= NUPP_LOC_NAME;
+	return 0;
 }
 
 /* The error object at L->top[-1]: a TraceError number, or a Lua value
@@ -127,7 +330,7 @@ static __always_inline void read_errobj(const struct lj_layout *lj,
 }
 
 /* J->errinfo: the NYI detail. A function is named by userspace; its ffid
- * and C pointer are read now, the rest stays valid while the function does. */
+ * and C pointer are read now (a Lua function's name would be read later). */
 static __always_inline void read_errinfo(const struct lj_layout *lj,
 					 struct nupp_trace_event *e)
 {
@@ -141,7 +344,7 @@ static __always_inline void read_errinfo(const struct lj_layout *lj,
 	fn = e->errinfo & LJ_GCVMASK;
 	if (RD(e->info_ffid, fn + lj->fn_ffid))
 		return;
-	if (e->info_ffid == 1)
+	if (e->info_ffid != 0)
 		RD(e->info_f, fn + lj->fn_f);
 }
 
@@ -149,10 +352,10 @@ static __always_inline void read_errinfo(const struct lj_layout *lj,
  * describes: the entry goes before the new program runs (userspace sees it
  * gone), and a probe hit of the new image, should it map the same file,
  * finds none. */
-SEC("tp_btf/sched_process_exec")
-int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
+SEC("raw_tp/sched_process_exec")
+int on_exec(void *ctx)
 {
-	__u32 pid = task->tgid;
+	__u32 pid = bpf_get_current_pid_tgid() >> 32;	/* the exec runs in the task */
 
 	if (bpf_map_lookup_elem(&procs, &pid))	/* no bucket lock for other processes */
 		bpf_map_delete_elem(&procs, &pid);
@@ -167,7 +370,7 @@ int BPF_KPROBE(trace_abort_site)
 	const struct nupp_trace_proc *p;
 	const struct lj_layout *lj;
 	struct nupp_trace_event *e;
-	__u64 J, top, stack;
+	__u64 J, top, base, stack;
 	__u16 traceno;
 
 	p = bpf_map_lookup_elem(&procs, &pid);
@@ -200,7 +403,7 @@ int BPF_KPROBE(trace_abort_site)
 	    RD(e->startpt, J + lj->J_cur_startpt) || RD(e->startpc, J + lj->J_cur_startpc) ||
 	    RD(e->startins, J + lj->J_cur_startins) || RD(e->parent, J + lj->J_parent) ||
 	    RD(e->exitno, J + lj->J_exitno) || RD(e->flags, J + lj->J_flags) ||
-	    RD(top, e->L + lj->L_top) || RD(e->base, e->L + lj->L_base) ||
+	    RD(top, e->L + lj->L_top) || RD(base, e->L + lj->L_base) ||
 	    RD(stack, e->L + lj->L_stack)) {
 		count(NUPP_TRC_READ);
 		bpf_ringbuf_discard(e, 0);
@@ -211,7 +414,7 @@ int BPF_KPROBE(trace_abort_site)
 		RD(e->startins_now, e->startpc);
 	read_errobj(lj, e, top);
 	read_errinfo(lj, e);
-	read_frames(lj, e, stack);
+	read_location(p, e, base, stack);
 	if (p->zone_cur)
 		RD(e->zone, p->zone_cur);
 	count(NUPP_TRC_EVENTS);

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* trace.h - records shared by trace.bpf.c and user/tracer.c. */
+/* trace.h - records shared by trace.bpf.c and user/trace.c. */
 #ifndef NUPP_TRACE_H
 #define NUPP_TRACE_H
 
 #include "places.h"
 #include "lj_layout.h"
 
-#define NUPP_TRACE_FRAMES	4	/* frames captured from J->L->base-1 down */
+#define NUPP_TRACE_WALK		16	/* frames searched from J->L->base-1 down */
+#define NUPP_TRACE_NAME		256	/* bytes of the location's chunk name kept */
 #define NUPP_TRACE_MSG		128	/* bytes of a string error object kept */
 #define NUPP_TRACE_MAX_VMS	16	/* global_States per process checked for J */
 
@@ -16,17 +17,32 @@
 #define LJ_TSTR			0xfffffffbU	/* ~4u: GCstr */
 #define LJ_TFUNC		0xfffffff7U	/* ~8u: GCfunc */
 
-/* One frame of the recording thread, raw: userspace derives the abort
- * location the way the target's own trace_abort() does (it differs between
- * LuaJIT and OpenResty's luajit2). */
-struct nupp_trace_frame {
-	__u64 slot;	/* address of the frame's link slot (base - 1) */
-	__u64 link;	/* frame_ftsz(): PC or delta | type */
-	__u64 func;	/* frame_gc(): GCfunc * (or the thread for a dummy frame) */
-	__u64 contpc;	/* frame_contpc() for a continuation frame, else 0 */
-	__u8 ffid;	/* func->ffid: 0 Lua, 1 C, >1 builtin */
-	__u8 pad[7];
+/* The function and position the "abort" vmevent carries, and what naming
+ * it needs (jit.util.funcinfo(fn, pos).loc, a builtin's ffid, a C
+ * function's address), captured while the target lives: the function may
+ * be collected, or the process gone, before userspace reads the event. */
+struct nupp_trace_loc {
+	__u64 frame;		/* its frame's link slot (the walk's place, while it runs) */
+	__u64 pc;		/* the pc pos is of, in LuaJIT's search (likewise) */
+	__u64 fn;		/* GCfunc * */
+	__u64 pt;		/* its GCproto (Lua function), else 0 */
+	__u64 f;		/* its lua_CFunction (builtin or C function) */
+	__s32 pos;		/* the vmevent's pos (an int, as setintV() stores it) */
+	__s32 line;		/* lj_debug_line(pt, pos) */
+	__s32 firstline;	/* pt->firstline */
+	__u32 namelen;		/* chunk name length */
+	__u8 ffid;		/* 0 Lua, 1 C, >1 builtin */
+	__u8 have;		/* NUPP_LOC_* */
+	char name0;		/* the chunk name's first character */
+	__u8 pad[5];
+	/* The chunk name, or its last NUPP_TRACE_NAME bytes when longer (a
+	 * file name, "@path/file.lua", is named by its end). */
+	char name[NUPP_TRACE_NAME];
 };
+
+#define NUPP_LOC_FN	1	/* fn, ffid, pos (and f when not Lua) */
+#define NUPP_LOC_PROTO	2	/* pt, firstline, line */
+#define NUPP_LOC_NAME	4	/* namelen, name0, name */
 
 /* One abort that trace_abort() reports with a vmevent, as seen at its
  * "if (traceno)" test: after penalty_pc()/blacklist_pc(), before the event. */
@@ -42,7 +58,7 @@ struct nupp_trace_event {
 	__u64 pc;		/* J->pc: the instruction being recorded */
 	__u64 startpt;		/* J->cur.startpt */
 	__u64 startpc;		/* J->cur.startpc */
-	__u64 info_f;		/* errinfo is a C function: its lua_CFunction */
+	__u64 info_f;		/* errinfo is a builtin or C function: its lua_CFunction */
 	__u32 startins;		/* J->cur.startins: the start instruction as it was */
 	__u32 startins_now;	/* *startpc now: patched when this abort blacklisted */
 	__u32 parent;		/* J->parent */
@@ -51,10 +67,9 @@ struct nupp_trace_event {
 	__u32 zone;		/* zone id open in the target, 0 none */
 	__u16 traceno;		/* J->cur.traceno */
 	__u8 info_ffid;		/* errinfo is a function: its ffid, else 0xff */
-	__u8 nframes;		/* frames[] used */
+	__u8 pad;
 	__u32 msglen;		/* string error object: its length (may exceed msg) */
-	__u64 base;		/* J->L->base */
-	struct nupp_trace_frame frames[NUPP_TRACE_FRAMES];
+	struct nupp_trace_loc loc;	/* the location, found as the target finds it */
 	char msg[NUPP_TRACE_MSG];	/* string error object's bytes */
 };
 
@@ -62,6 +77,9 @@ struct nupp_trace_event {
 struct nupp_trace_proc {
 	struct lj_layout lj;
 	__u64 zone_cur;		/* address of the target's u32 current zone id, 0 none */
+	__u32 debug_frame;	/* trace_abort() names lj_debug_frame(L, 0) (luajit2
+				 * 2019-02..2023-10), not the first Lua frame */
+	__u32 pad;
 };
 
 /* Counters (per-CPU array, index enum nupp_trace_counter). */

@@ -1,5 +1,6 @@
 # bench.mk - `make bench` (as root): what profiling costs, tables in docs/benchmarks.md.
-#   make bench                           all three, about 8 minutes
+#   make bench                           all of them, about 12 minutes
+#   make bench-dump                      `nupp-bpf dump` alone, about 1 minute
 #   make bench BENCH_ARGS='--rounds 3'   options for scripts/bench-sampler.py
 # Each script replaces its own section of docs/benchmarks.md. Run it on an
 # otherwise idle machine: CPU-time comparisons here are noisy (±10%).
@@ -13,4 +14,19 @@ bench: $(B)/nupp-bpf lua
 	$(Q)$(LUA_TEST_ENV) $(PYTHON) scripts/doc-section.py bench-zone \
 		"Zones: ns per enter+leave pair in a compiled loop (\`scripts/bench-zone.lua\`)" \
 		$(LUAJIT) scripts/bench-zone.lua
-.PHONY: bench
+	$(call msg,BENCH,scripts/bench-top.py)
+	$(Q)$(PYTHON) scripts/doc-section.py bench-top \
+		"Live jobs: nupp-bpf's own CPU with top and --rotate, next to record (\`scripts/bench-top.py\`)" \
+		$(PYTHON) scripts/bench-top.py --luajit $(LUAJIT)
+	$(call msg,BENCH,scripts/bench-large.py)
+	$(Q)$(PYTHON) scripts/doc-section.py bench-large \
+		"A large program: nupp-bpf's own CPU (\`scripts/bench-large.py\`)" \
+		$(PYTHON) scripts/bench-large.py --luajit $(LUAJIT)
+	$(Q)$(MAKE) --no-print-directory bench-dump
+
+bench-dump: $(B)/nupp-bpf $(B)/tests/luahost
+	$(call msg,BENCH,scripts/bench-dump.py)
+	$(Q)$(PYTHON) scripts/doc-section.py bench-dump \
+		"\`nupp-bpf dump\`: end-to-end time (\`scripts/bench-dump.py\`)" \
+		$(PYTHON) scripts/bench-dump.py --luajit $(LUAJIT)
+.PHONY: bench bench-dump

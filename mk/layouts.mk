@@ -23,7 +23,7 @@ $(NUPP_LAYOUT): tools/layout_dump.c user/dwarf_layout.c user/dwarf_layout.h bpf/
 
 all: $(NUPP_LAYOUT)
 
-$(B)/gen/lj_revisions.c: $(LAYOUTS_JSON) scripts/gen-layouts.py scripts/gen-registry.py \
+$(B)/gen/lj_revisions.c: $(LAYOUTS_JSON) scripts/gen-layouts.py scripts/gen-registry.py user/dwarf_layout.c \
 		bpf/lj_layout.h user/lj_revision.h
 	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(@D) && $(PYTHON) scripts/gen-layouts.py --emit-c $@
@@ -34,5 +34,5 @@ $(B)/obj/lj_revisions.o: $(B)/gen/lj_revisions.c user/lj_revision.h user/lj_buil
 
 $(B)/libnupp.a: $(B)/obj/lj_revisions.o
 
-layouts: $(NUPP_LAYOUT)
+layouts: $(NUPP_LAYOUT) $(LJ_STAMPS) $(LJ_SUITE_STAMPS)
 	$(PYTHON) scripts/gen-layouts.py --build $(B) --nupp-layout $(NUPP_LAYOUT) $(LAYOUTS_ARGS)

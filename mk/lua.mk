@@ -41,8 +41,8 @@ LUA_TEST_ENV = LUA_PATH='$(CURDIR)/$(LUA_DIR)/?.lua;;' \
 
 
 test-lua: lua
-	$(call msg,TEST,tests/test_lua_api.py)
-	$(Q)$(LUA_TEST_ENV) $(PYTHON) -m pytest -q tests/test_lua_api.py
+	$(call msg,TEST,tests/lua_api/test_lua_api.py)
+	$(Q)$(LUA_TEST_ENV) $(PYTHON) -m pytest -q tests/lua_api/test_lua_api.py
 
 bench-zone: lua
 	$(Q)$(LUA_TEST_ENV) $(LUAJIT) scripts/bench-zone.lua

@@ -1,19 +1,24 @@
 # LuaJIT builds, stock Debian binaries, the build registry and the test host.
 # See kernel-notes/luajit-builds.md.
 #
-#   make luajit        fetch + build every tree in luajit/pins, unpack the stock debs
-#   make regen         re-pin luajit/pins to what apt knows now, rebuild what changed,
-#                      regenerate build/gen/lj_builds.c
+#   make luajit        fetch + build every tree in luajit/pins, unpack the stock debs,
+#                      fetch the later suites' sources of luajit/suite-pins
+#   make regen         re-pin luajit/pins and luajit/suite-pins to what the mirror
+#                      ships now, rebuild what changed, regenerate build/gen/lj_builds.c
 #   make clean-luajit  drop the LuaJIT builds and downloads (the slow part to redo)
 #
 # Products (cached; a second `make` rebuilds nothing):
 #   $(B)/luajit/TREE/src/{luajit,libluajit.so,jit/}   unstripped amalg rebuilds
 #   $(B)/stock/TREE/usr/...                           Debian binary packages
+#   $(B)/luajit/suites/SUITE-SRC/                     trixie's and sid's sources
+#                                                     (for the variants, the layouts)
 #   $(B)/gen/lj_builds.c                              registry (user/lj_build.h)
 #   $(B)/tests/luahost                                embedding host for tests
 
 LJ_TREES  := $(shell awk '!/^[ \t]*(\#|$$)/ { print $$1 }' luajit/pins)
 LJ_STAMPS := $(foreach t,$(LJ_TREES),$(B)/luajit/$(t).stamp)
+LJ_SUITES := $(shell awk '!/^[ \t]*(\#|$$)/ { print $$1 }' luajit/suite-pins)
+LJ_SUITE_STAMPS := $(foreach s,$(LJ_SUITES),$(B)/luajit/suites/$(s).stamp)
 LUAJIT_INC ?= /usr/include/luajit-2.1
 
 .PHONY: luajit regen clean-luajit
@@ -24,14 +29,20 @@ $(LJ_STAMPS): $(B)/luajit/%.stamp: luajit/pins scripts/build-luajit.sh
 	$(Q)B=$(B) scripts/build-luajit.sh $*
 	$(Q)touch $@
 
-luajit: $(LJ_STAMPS)
+$(LJ_SUITE_STAMPS): $(B)/luajit/suites/%.stamp: luajit/suite-pins scripts/fetch-suite-source.sh
+	$(Q)B=$(B) scripts/fetch-suite-source.sh $*
+	$(Q)touch $@
 
-$(B)/gen/lj_builds.c: scripts/gen-registry.py luajit/pins bpf/lj_layout.h user/lj_build.h $(LJ_STAMPS)
+luajit: $(LJ_STAMPS) $(LJ_SUITE_STAMPS)
+
+$(B)/gen/lj_builds.c: scripts/gen-registry.py user/dwarf_layout.c luajit/pins bpf/lj_layout.h \
+		user/lj_build.h $(LJ_STAMPS)
 	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(@D) && $(PYTHON) scripts/gen-registry.py --build $(B) --out $@
 
 regen:
 	scripts/build-luajit.sh --repin
+	B=$(B) scripts/fetch-suite-source.sh --repin
 	$(MAKE) luajit
 	$(PYTHON) scripts/gen-registry.py --build $(B) --out $(B)/gen/lj_builds.c
 

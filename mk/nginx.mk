@@ -1,4 +1,4 @@
-# nginx.mk - Debian's nginx and its Lua module, unpacked for tests/test_nginx.py
+# nginx.mk - Debian's nginx and its Lua module, unpacked for tests/integration/test_nginx.py
 # (scripts/fetch-nginx.sh; the script skips what is already there).
 
 NGINX_STAMP := $(B)/stock/nginx/.nupp-extracted

@@ -8,7 +8,7 @@
 # into failures, and the summary lines are checked here as well.
 
 PYTEST_LOG := $(B)/pytest.log
-PYTEST     := $(PYTHON) -m pytest -q -p no:cacheprovider -rs
+PYTEST     := $(PYTHON) -m pytest -q -p no:cacheprovider -rs --strict-markers
 
 # Run pytest with $(1) as arguments (and environment), log to $(2); fail on
 # a failure or on a skip.
@@ -26,5 +26,5 @@ endef
 test: all trace-dev
 	$(call msg,PYTEST,tests/)
 	$(call pytest_run,$(PYTEST) tests/,$(PYTEST_LOG))
-	$(call msg,PYTEST,tests/test_lua_api.py on the BPF backend)
-	$(call pytest_run,NUPP_BACKEND=bpf $(PYTEST) tests/test_lua_api.py,$(PYTEST_LOG).bpf)
+	$(call msg,PYTEST,tests/lua_api/test_lua_api.py on the BPF backend)
+	$(call pytest_run,NUPP_BACKEND=bpf $(PYTEST) tests/lua_api/test_lua_api.py,$(PYTEST_LOG).bpf)

@@ -1,7 +1,7 @@
 # trace.mk - the trace-abort collector: reason catalog, test driver, tests, bench.
 #   make build/gen/trace_reasons.c   C catalog (and build/lua/nupp/profile/reasons.lua)
 #   make trace-dev                   build/tests/nupp-trace-dev, the test driver
-#   make test-trace                  tests/test_trace.py (root)
+#   make test-trace                  tests/trace/test_trace.py (root)
 #   make bench-trace                 per-abort cost, BPF collector vs jit.attach (also in make bench)
 
 .PHONY: trace-dev test-trace bench-trace
@@ -30,7 +30,7 @@ $(B)/tests/nupp-trace-dev: tests/trace_dev.c $(B)/libnupp.a
 trace-dev: $(B)/tests/nupp-trace-dev
 
 test-trace: $(B)/tests/nupp-trace-dev $(TRACE_GEN)
-	$(PYTHON) -m pytest -q tests/test_trace.py
+	$(PYTHON) -m pytest -q tests/trace/test_trace.py
 
 bench-trace: $(B)/nupp-bpf $(TRACE_GEN)
 	$(PYTHON) scripts/bench-trace.py --luajit $(LUAJIT)

@@ -20,9 +20,16 @@ $(UNIT_DIR)/test_%.o: tests/unit/test_%.c $(wildcard user/*.h bpf/*.h)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) -I$(LUAJIT_INC) $(CFLAGS) -c $< -o $@
 
-$(UNIT_DIR)/test_symbolize: $(patsubst %,$(UNIT_DIR)/%.o,symbolize procmem elf_file)
+SYMBOLIZE_OBJS := symbolize procmem elf_file cfunc_names codemap
+$(UNIT_DIR)/test_symbolize: $(patsubst %,$(UNIT_DIR)/%.o,$(SYMBOLIZE_OBJS))
 $(UNIT_DIR)/test_code_sites: $(patsubst %,$(UNIT_DIR)/%.o,code_sites elf_file)
-$(UNIT_DIR)/test_profile: $(patsubst %,$(UNIT_DIR)/%.o,profile keymap)
+$(UNIT_DIR)/test_profile: $(patsubst %,$(UNIT_DIR)/%.o,profile keymap $(SYMBOLIZE_OBJS))
+$(UNIT_DIR)/test_interval: $(patsubst %,$(UNIT_DIR)/%.o,interval profile keymap $(SYMBOLIZE_OBJS))
+# test_tracer compiles user/trace.c into itself (its logic is static) and
+# takes the rest of the collector from libnupp.a.
+$(UNIT_DIR)/test_tracer.o: user/trace.c $(B)/trace.skel.h $(GEN_HEADERS)
+$(UNIT_DIR)/test_tracer: $(B)/libnupp.a
+$(UNIT_DIR)/test_tracer: UNIT_LDLIBS += $(LDLIBS)
 
 $(UNIT_DIR)/test_%: $(UNIT_DIR)/test_%.o $(B)/obj/lj_builds.o
 	$(call msg,LD,$@)

@@ -42,6 +42,7 @@ import re
 import signal
 import statistics
 import struct
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -555,13 +556,22 @@ def bpf_concurrent(a):
 
 # --- attach latency ------------------------------------------------------------
 
+CACHE_DIR = os.path.join(ROOT, "build/bench/build-cache")
+
+
+def empty_cache():
+    shutil.rmtree(CACHE_DIR, ignore_errors=True)
+    os.makedirs(CACHE_DIR, mode=0o755)
+
+
 def latency_one(a):
     tgt = subprocess.Popen(driver_cmd(a, "deep", hold=False), stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
     time.sleep(0.3)			# LuaJIT loaded and spinning
     t0 = time.monotonic()
     prof = subprocess.Popen(nupp_cmd(a, tgt.pid, ("-F", "997", "-d", "1")),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "NUPP_CACHE_DIR": CACHE_DIR})
     counters, first = Counters(prof.pid), None
     while first is None and prof.poll() is None:
         try:
@@ -574,18 +584,26 @@ def latency_one(a):
             time.sleep(0.002)
     counters.close()
     text = prof.stderr.read()
-    prof.wait()
+    _, status, ru = os.wait4(prof.pid, 0)
+    prof.returncode = os.waitstatus_to_exitcode(status)
     total = time.monotonic() - t0
     tgt.kill()
     tgt.wait()
     if prof.returncode:
         die("nupp-bpf failed: %s" % text.strip())
-    return {"first": first, "d1_minus_1": total - 1.0}
+    return {"first": first, "d1_minus_1": total - 1.0,
+            "cpu_ms": (ru.ru_utime + ru.ru_stime) * 1e3}
+
+
+LATENCY_KINDS = (("known", "the known build (`%s`)"),
+                 ("unseen_first", "unseen stripped build, first attach (empty build cache)"),
+                 ("unseen_cached", "unseen stripped build, cached"))
 
 
 def latency(a):
-    """Known build and a build no registry holds (a stripped rebuild, described
-    from its code: lj_derive), run after run."""
+    """The known build and a build no registry holds (a stripped rebuild,
+    described from its code: lj_derive), the latter with an empty build cache
+    and then with the entry the first attach wrote, round after round."""
     unseen = os.path.join(ROOT, "build/bench/luajit-unseen")
     os.makedirs(os.path.dirname(unseen), exist_ok=True)
     subprocess.run(["strip", "--strip-all", "-o", unseen, a.unseen], check=True)
@@ -593,11 +611,20 @@ def latency(a):
     b.luajit = unseen
     res = []
     for _ in range(a.latency_reps):
-        res.append(latency_one(a))
-        r = latency_one(b)
-        res.append({"unseen_first": r["first"], "unseen_d1_minus_1": r["d1_minus_1"]})
-    res.append({"derive": [derive_cost(a, path) for path in (unseen, a.luajit) for _ in range(3)],
-                "unseen": a.unseen})
+        for nupp in [a.nupp] + (a.compare or []):
+            ka = argparse.Namespace(**{**vars(a), "nupp": nupp})
+            kb = argparse.Namespace(**{**vars(b), "nupp": nupp})
+            empty_cache()
+            res.append({"kind": "unseen_first", "nupp": nupp, **latency_one(kb)})
+            res.append({"kind": "unseen_cached", "nupp": nupp, **latency_one(kb)})
+            res.append({"kind": "known", "nupp": nupp, **latency_one(ka)})
+    derive = []
+    for path in (unseen, a.luajit):
+        for _ in range(3):
+            empty_cache()
+            derive.append({"cache": "empty", **derive_cost(a, path)})
+            derive.append({"cache": "warm", **derive_cost(a, path)})
+    res.append({"derive": derive, "unseen": a.unseen})
     log("latency: done")
     return res
 
@@ -608,7 +635,7 @@ def derive_cost(a, path):
     if pid == 0:
         fd = os.open(os.devnull, os.O_WRONLY)
         os.dup2(fd, 1)
-        os.execv(a.nupp, [a.nupp, "inspect", path])
+        os.execve(a.nupp, [a.nupp, "inspect", path], {**os.environ, "NUPP_CACHE_DIR": CACHE_DIR})
     _, status, ru = os.wait4(pid, 0)
     if status:
         die("nupp-bpf inspect %s failed" % path)
@@ -762,39 +789,45 @@ def overhead_rows(runs, bcost):
 
 def latency_table(a, lat):
     """The "Attach to first sample" part of the report, as lines."""
-    L = []
-    firsts = [r["first"] for r in lat if r.get("first") is not None]
-    d1 = [r["d1_minus_1"] for r in lat if "d1_minus_1" in r]
-    ufirsts = [r["unseen_first"] for r in lat if r.get("unseen_first") is not None]
-    ud1 = [r["unseen_d1_minus_1"] for r in lat if "unseen_d1_minus_1" in r]
+    runs = [r for r in lat if "kind" in r]
     derive = next((r for r in lat if "derive" in r), None)
-    L += ["", "### Attach to first sample", "",
-          "Target `luajit tests/bench/driver.lua deep` already spinning; clock starts just before "
-          "spawning `nupp-bpf record -p PID -F 997 -d 1 -o /dev/null`. *first sample*: until "
-          "nupp-bpf's `counts` table (read through mmap, polled every 2 ms) holds a stack; covers exec, build identification, BPF load, attach "
-          "and the first timer tick. *-d 1 wall − 1 s*: the whole command minus its 1 s of "
-          "recording (start-up + up to one 100 ms poll + collection, output, teardown). "
-          "%d runs%s." % (a.latency_reps, "" if len(firsts) == a.latency_reps else
-                          ", %d without a first sample seen" % (a.latency_reps - len(firsts))), "",
-          "| measure | median | min | max |", "|---|---:|---:|---:|"]
-    for name, xs in (("first sample", firsts), ("-d 1 wall − 1 s", d1),
-                     ("first sample, unseen stripped build", ufirsts),
-                     ("-d 1 wall − 1 s, unseen stripped build", ud1)):
-        if xs:
-            L.append("| %s | %.0f ms | %.0f ms | %.0f ms |"
-                     % (name, med(xs) * 1e3, min(xs) * 1e3, max(xs) * 1e3))
+    L = ["", "### Attach to first sample", "",
+         "Target `luajit tests/bench/driver.lua deep` already spinning; clock starts just before "
+         "spawning `nupp-bpf record -p PID -F 997 -d 1 -o /dev/null`. *first sample*: until "
+         "nupp-bpf's `counts` table (read through mmap, polled every 2 ms) holds a stack; covers "
+         "exec, build identification, BPF load, attach and the first timer tick. *-d 1 wall − 1 s*: "
+         "the whole command minus its 1 s of recording (start-up + up to one 100 ms poll + "
+         "collection, output, teardown). *CPU*: nupp-bpf's user + system time over the whole "
+         "command. The three kinds run in turn, %d rounds; an unseen build's first attach starts "
+         "from an empty build cache, its second reads the entry the first wrote." % a.latency_reps,
+         "", "| build | first sample, median | min | max | -d 1 wall − 1 s | CPU |",
+         "|---|---:|---:|---:|---:|---:|"]
+    nupps = list(dict.fromkeys(r.get("nupp", a.nupp) for r in runs))
+    for nupp in nupps:
+        for kind, title in LATENCY_KINDS:
+            rs = [r for r in runs if r["kind"] == kind and r.get("nupp", a.nupp) == nupp]
+            firsts = [r["first"] for r in rs if r.get("first") is not None]
+            if not firsts:
+                continue
+            title = title % a.luajit if "%s" in title else title
+            if len(nupps) > 1:
+                title += ", `%s`" % os.path.relpath(nupp, ROOT) if nupp.startswith(ROOT) else \
+                    ", `%s`" % nupp
+            L.append("| %s | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %.0f ms |" % (
+                title, med(firsts) * 1e3, min(firsts) * 1e3, max(firsts) * 1e3,
+                med([r["d1_minus_1"] for r in rs]) * 1e3, med([r["cpu_ms"] for r in rs])))
     if derive:
-        L += ["", "The unseen build: `%s`, stripped, described from its code (version, revision "
-              "table, code sites), run after run with the known one above. Identification alone "
-              "(`nupp-bpf inspect FILE`, 3 runs each, CPU time and peak RSS of the whole process):"
+        L += ["", "The unseen build: `%s`, stripped. Identification alone (`nupp-bpf inspect "
+              "FILE`: version, layout, code sites, each site decoded; 3 runs each, CPU time and "
+              "peak RSS of the whole process), with an empty build cache and with a warm one:"
               % os.path.relpath(derive["unseen"], ROOT), "",
-              "| file | CPU | peak RSS |", "|---|---:|---:|"]
+              "| file | cache | CPU | peak RSS |", "|---|---|---:|---:|"]
         for path in dict.fromkeys(d["path"] for d in derive["derive"]):
-            ds = [d for d in derive["derive"] if d["path"] == path]
-            L.append("| `%s` | %.1f ms | %.1f MiB |" % (
-                os.path.relpath(path, ROOT) if path.startswith(ROOT) else path,
-                med([d["cpu_ms"] for d in ds]), med([d["maxrss_kb"] for d in ds]) / 1024))
-
+            for cache in ("empty", "warm"):
+                ds = [d for d in derive["derive"] if d["path"] == path and d["cache"] == cache]
+                L.append("| `%s` | %s | %.1f ms | %.1f MiB |" % (
+                    os.path.relpath(path, ROOT) if path.startswith(ROOT) else path, cache,
+                    med([d["cpu_ms"] for d in ds]), med([d["maxrss_kb"] for d in ds]) / 1024))
     return L
 
 
@@ -1003,9 +1036,9 @@ def main():
     p.add_argument("--bpf-only", action="store_true",
                    help="only measure the BPF run time per sample and print it (no report)")
     p.add_argument("--compare", nargs="+", metavar="NUPP",
-                   help="with --bpf-only or --many-only: also measure these other nupp-bpf "
-                        "builds, runs interleaved with --nupp's, and print the ratios of the "
-                        "medians to it")
+                   help="with --bpf-only, --many-only or --latency-only: also measure these "
+                        "other nupp-bpf builds, runs interleaved with --nupp's (for --bpf-only "
+                        "and --many-only, the ratios of the medians to it)")
     p.add_argument("--configs", default="", metavar="TEXT",
                    help="with --bpf-only: only the configurations whose name contains TEXT")
     p.add_argument("--per-tick", action="store_true",

@@ -13,7 +13,9 @@
 # says about the copy with the symbols of the original.
 #
 # Sources: the unpacked Debian trees that scripts/build-luajit.sh leaves in
-# build/luajit/src/ (deb:luajit, deb:luajit2), or a revision of a git
+# build/luajit/src/ (bookworm: deb:luajit, deb:luajit2) and
+# scripts/fetch-suite-source.sh in build/luajit/suites/ (deb:trixie:luajit,
+# deb:sid:luajit), or a revision of a git
 # repository through `git archive` (git:upstream:REV, git:openresty:REV; the
 # repositories are $UPSTREAM_GIT and $OPENRESTY_GIT). A variant whose source
 # is missing is skipped with a note. A variant already built with the same
@@ -31,19 +33,42 @@ MULTIARCH=x86_64-linux-gnu
 
 # The matrix: name, source, make target (amalg as debian/rules, or "all" for
 # a plain `make`), then the make variables, quoted as in a shell command.
+# Every Debian source is built in every flavour, named by the source's prefix
+# (bookworm's trees have none: luajit-gcc-O3, trixie-luajit-gcc-O3). gcc-O2
+# is LuaJIT's own default, -O2 -fomit-frame-pointer; gcc-fp keeps the frame
+# pointer.
+FLAVOURS="
+gcc-O1        CC=gcc CCOPT=-O1
+gcc-O2        CC=gcc
+gcc-O3        CC=gcc CCOPT=-O3
+gcc-Os        CC=gcc CCOPT=-Os
+gcc-fp        CC=gcc 'CCOPT=-O2 -fno-omit-frame-pointer'
+clang-O2      CC=clang
+gcc-nummode2  CC=gcc 'XCFLAGS=-DLUAJIT_NUMMODE=2 -DLUAJIT_ENABLE_LUA52COMPAT'
+gcc-noffi     CC=gcc XCFLAGS=-DLUAJIT_DISABLE_FFI
+"
+DEBIAN_SOURCES="
+luajit-         deb:luajit
+luajit2-        deb:luajit2
+trixie-luajit-  deb:trixie:luajit
+sid-luajit-     deb:sid:luajit
+"
+# Bookworm's trees in gcc-O2 are what Debian built: the registry knows their
+# .text (the stock binaries' tests run them), so they are no variant.
 matrix() {
+	echo "$DEBIAN_SOURCES" | while read -r prefix source; do
+		[ -n "$prefix" ] || continue
+		echo "$FLAVOURS" | while read -r flavour vars; do
+			case $prefix$flavour in
+			"$prefix"|luajit-gcc-O2|luajit2-gcc-O2) continue ;;
+			esac
+			echo "$prefix$flavour $source amalg $vars"
+		done
+	done
 	cat <<'EOF'
-luajit-gcc-O1         deb:luajit             amalg  CC=gcc CCOPT=-O1
-luajit-gcc-O3         deb:luajit             amalg  CC=gcc CCOPT=-O3
-luajit-gcc-Os         deb:luajit             amalg  CC=gcc CCOPT=-Os
-luajit-gcc-fp         deb:luajit             amalg  CC=gcc 'CCOPT=-O2 -fno-omit-frame-pointer'
-luajit-gcc-nummode2   deb:luajit             amalg  CC=gcc 'XCFLAGS=-DLUAJIT_NUMMODE=2 -DLUAJIT_ENABLE_LUA52COMPAT'
 luajit-gcc-nojit      deb:luajit             amalg  CC=gcc XCFLAGS=-DLUAJIT_DISABLE_JIT
 luajit-gcc-nogc64     deb:luajit             amalg  CC=gcc XCFLAGS=-DLUAJIT_DISABLE_GC64
-luajit-clang-O2       deb:luajit             amalg  CC=clang
-luajit2-clang-O2      deb:luajit2            amalg  CC=clang
 luajit2-clang-Os      deb:luajit2            amalg  CC=clang CCOPT=-Os
-luajit2-gcc-noffi     deb:luajit2            amalg  CC=gcc XCFLAGS=-DLUAJIT_DISABLE_FFI
 luajit2-gcc-nopie     deb:luajit2            amalg  CC=gcc 'TARGET_XLDFLAGS=-Wl,-E -no-pie'
 luajit2-gcc-nogc64    deb:luajit2            amalg  CC=gcc XCFLAGS=-DLUAJIT_DISABLE_GC64
 openresty-gcc-O2      git:openresty:v2.1-agentzh  amalg  CC=gcc
@@ -65,11 +90,20 @@ git_repo() {
 	esac
 }
 
-# What spec $1 stands for now: the unpacked Debian tree, or the commit a
-# git revision resolves to (so that a moved branch is built again); empty
-# when the source is not available.
+# The tree scripts/fetch-suite-source.sh unpacked for deb:SUITE:SRC.
+suite_tree() {
+	suite_src=${1#deb:}
+	echo "$B/luajit/suites/${suite_src%%:*}-${suite_src#*:}"
+}
+
+# What spec $1 stands for now: the unpacked bookworm tree, the version of
+# another suite's tree (as fetched), or the commit a git revision resolves
+# to (so that a moved branch is built again); empty when the source is not
+# available.
 source_id() {
 	case $1 in
+	deb:*:*)
+		sed -n 2p "$(suite_tree "$1")/.nupp-pin" 2>/dev/null ;;
 	deb:*)
 		ls -d "$B/luajit/src/${1#deb:}"-[0-9]*/ 2>/dev/null | head -n 1 ;;
 	git:*)
@@ -81,6 +115,9 @@ source_id() {
 # Copy the source of spec $1 (resolved to $2 by source_id) into directory $3.
 fetch_source() {
 	case $1 in
+	deb:*:*)
+		cp -a "$(suite_tree "$1")" "$3"
+		rm -f "$3/.nupp-pin" ;;
 	deb:*)
 		[ -f "$2/src/Makefile" ] || die "$2 holds no LuaJIT tree"
 		cp -a "$2" "$3"

@@ -9,8 +9,9 @@ Makes luajit/revisions.json (committed) from real compiles of LuaJIT sources:
     that decide what nupp-bpf reads changed (the key: the headers, lib_*.c,
     buildvm, the Makefile's library list), and results are memoized by key;
   * Debian source packages: the pinned bookworm trees (luajit/pins, built by
-    scripts/build-luajit.sh) and trixie's and sid's `luajit`, fetched with
-    apt-get through a private apt configuration in build/layouts-cache/apt.
+    scripts/build-luajit.sh) and trixie's and sid's `luajit` (luajit/suite-pins,
+    fetched by scripts/fetch-suite-source.sh): the trees the variant builds
+    of the test suite are made from.
 
 For each key, a probe translation unit (one variable of each struct) is
 compiled with -g against the revision's headers and read back by
@@ -20,7 +21,7 @@ comes from the revision's own buildvm (`make -C src jit/vmdef.lua`), read by
 /usr/bin/luajit; bytecode modes and metamethods from gen-registry's printer.
 
   gen-layouts.py [--upstream GITDIR] [--openresty GITDIR] [--jobs N]
-                 [--debian-source SUITE:DIR[:SRC=VERSION]]... [--no-fetch]
+                 [--debian-source SUITE:DIR[:SRC=VERSION]]...
   gen-layouts.py --emit-c build/gen/lj_revisions.c   (from the JSON alone)
 
 python3 standard library only. See kernel-notes/layouts.md.
@@ -131,14 +132,11 @@ LUAJIT = "/usr/bin/luajit"
 MAKE_VMDEF = ["make", "-C", "src", "jit/vmdef.lua", "CC=gcc", "HOST_CC=gcc", "CCOPT=-O0",
               "CCDEBUG=", "Q=", "E=@:"]
 
-DEBIAN_FETCH = [("trixie", "luajit"), ("sid", "luajit")]
-APT_SOURCES = [
-    "http://deb.debian.org/debian trixie main",
-    "http://deb.debian.org/debian trixie-updates main",
-    "http://deb.debian.org/debian-security trixie-security main",
-    "http://deb.debian.org/debian sid main",
-]
-KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+# What fetch-suite-source.sh writes on line 2 of a tree's .nupp-pin when the
+# mirror served only the .orig tarball, and what the row's note says then.
+ORIG_ONLY = "orig-only"
+ORIG_ONLY_NOTE = ("built from the .orig tarball alone: this version's .dsc and Debian "
+                  "patches could not be downloaded when the table was made")
 
 # JSON field order of a revision row.
 ROW_KEYS = ["fork", "time", "commit", "source", "version_string", "layout", "vmdef",
@@ -457,62 +455,6 @@ def api_names(headers):
 # ---------------------------------------------------------------------------
 # Debian source packages
 
-def apt_opts(aptdir):
-    aptdir = os.path.abspath(aptdir)    # apt resolves relative ones under /etc/apt, /var/lib/apt
-    return ["-o", "Dir::Etc::sourcelist=" + os.path.join(aptdir, "sources.list"),
-            "-o", "Dir::Etc::sourceparts=-",
-            "-o", "Dir::State::Lists=" + os.path.join(aptdir, "lists"),
-            "-o", "Dir::Cache=" + os.path.join(aptdir, "cache")]
-
-
-def apt_setup(aptdir):
-    """A private apt configuration (sources list, lists, cache) that leaves
-    the machine's own untouched; updated once per run."""
-    for d in ("lists/partial", "cache/archives/partial"):
-        os.makedirs(os.path.join(aptdir, d), exist_ok=True)
-    with open(os.path.join(aptdir, "sources.list"), "w") as f:
-        for s in APT_SOURCES:
-            f.write("deb-src [signed-by=%s] %s\n" % (KEYRING, s))
-    r = subprocess.run(["apt-get"] + apt_opts(aptdir) + ["update"], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, universal_newlines=True)
-    if r.returncode:
-        die("apt-get update (private lists in %s) failed:\n%s" % (aptdir, r.stdout[-1500:]))
-
-
-def fetch_debian(cache, suite, pkg):
-    """Unpack the source package pkg of suite; (dir, version, note)."""
-    aptdir = os.path.join(cache, "apt")
-    uris = run(["apt-get"] + apt_opts(aptdir) + ["source", "--print-uris", "%s/%s" % (pkg, suite)],
-               stderr=subprocess.DEVNULL)
-    files = re.findall(r"^'([^']+)' (\S+) (\d+)", uris, re.M)
-    dsc = [n for _, n, _ in files if n.endswith(".dsc")]
-    if not dsc:
-        die("apt-get source --print-uris %s/%s: no .dsc" % (pkg, suite))
-    version = dsc[0][len(pkg) + 1:-len(".dsc")]
-    where = os.path.join(cache, "debian", "%s-%s-%s" % (suite, pkg, version))
-    unpacked = os.path.join(where, "tree")
-    note = None
-    if not os.path.isdir(unpacked):
-        os.makedirs(where, exist_ok=True)
-        subprocess.run(["apt-get"] + apt_opts(aptdir) + ["source", "--download-only", "%s=%s" % (pkg, version)],
-                       cwd=where, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        got = {n for _, n, size in files if os.path.exists(os.path.join(where, n))
-               and os.path.getsize(os.path.join(where, n)) == int(size)}
-        if len(got) == len(files):
-            run(["dpkg-source", "-x", dsc[0], "tree"], cwd=where, stderr=subprocess.DEVNULL)
-        else:
-            orig = [n for _, n, _ in files if ".orig.tar." in n and n in got]
-            if not orig:
-                die("%s %s (%s): the source package could not be downloaded" % (pkg, version, suite))
-            os.makedirs(unpacked + ".part")
-            run(["tar", "-x", "--strip-components=1", "-f", orig[0], "-C", unpacked + ".part"], cwd=where)
-            os.rename(unpacked + ".part", unpacked)
-    if not os.path.isdir(os.path.join(unpacked, "debian")):
-        note = ("built from the .orig tarball alone: this version's .dsc and Debian "
-                "patches could not be downloaded when the table was made")
-    return unpacked, version, note
-
-
 def debian_fork(root):
     control = read(os.path.join(root, "debian", "control")) or ""
     readme = read(os.path.join(root, "README.md")) or ""
@@ -534,6 +476,25 @@ def pinned_trees(build):
         if not os.path.isdir(d):
             die("%s: not unpacked (run `make luajit`)" % d)
         out.append(("bookworm", d, pin["src"], pin["version"], None))
+    return out
+
+
+def suite_trees(build):
+    """The later suites' trees of luajit/suite-pins, as
+    scripts/fetch-suite-source.sh unpacked them (the version it fetched:
+    the pin, or what the suite shipped when it had moved on)."""
+    out = []
+    for line in open(os.path.join(HERE, "..", "luajit", "suite-pins")):
+        f = line.split("#", 1)[0].split()
+        if not f:
+            continue
+        suite, src = f[0], f[1]
+        d = os.path.join(build, "luajit", "suites", "%s-%s" % (suite, src))
+        pin = (read(os.path.join(d, ".nupp-pin")) or "").splitlines()
+        if len(pin) < 2:
+            die("%s: not fetched (run `make luajit`)" % d)
+        got = pin[1].split()
+        out.append((suite, d, got[0], got[1], ORIG_ONLY_NOTE if ORIG_ONLY in got[2:] else None))
     return out
 
 
@@ -772,7 +733,6 @@ def main():
     ap.add_argument("--upstream", default=FORKS[0][1])
     ap.add_argument("--openresty", default=FORKS[1][1])
     ap.add_argument("--debian-source", action="append", default=[], metavar="SUITE:DIR[:SRC=VERSION]")
-    ap.add_argument("--no-fetch", action="store_true", help="no apt-get: only the pinned and given trees")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
     fields = reg.layout_fields(args.layout_header)
@@ -789,12 +749,8 @@ def main():
     croot = os.path.abspath(os.path.join(args.build, "layouts-cache"))
     cache = Cache(croot, fields)
 
-    trees = pinned_trees(args.build) + [parse_debian_source(s) for s in args.debian_source]
-    if not args.no_fetch:
-        apt_setup(os.path.join(croot, "apt"))
-        for suite, pkg in DEBIAN_FETCH:
-            root, version, note = fetch_debian(croot, suite, pkg)
-            trees.append((suite, root, pkg, version, note))
+    trees = (pinned_trees(args.build) + suite_trees(args.build)
+             + [parse_debian_source(s) for s in args.debian_source])
 
     repos = [Repo(fork, gitdir, branch, croot)
              for (fork, _, branch), gitdir in zip(FORKS, (args.upstream, args.openresty))]

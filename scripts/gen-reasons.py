@@ -2,7 +2,7 @@
 """gen-reasons.py - generate the trace-abort reason catalog for C and Lua.
 
 Reads catalog/trace-reasons.tsv (the one source of truth) and writes
-  build/gen/trace_reasons.h, build/gen/trace_reasons.c   (C: tracer.c)
+  build/gen/trace_reasons.h, build/gen/trace_reasons.c   (C: user/trace.c)
   build/lua/nupp/profile/reasons.lua                     (Lua: nupp.profile)
 
 Usage: gen-reasons.py [--tsv FILE] [--c-dir DIR] [--lua FILE]
@@ -15,6 +15,16 @@ import sys
 
 COLUMNS = ["name", "vmText", "reasonId", "class", "severity", "explanation", "action"]
 CLASSES = {"blocker": "warn", "risk": "warn", "stop": "info"}
+
+# The rules of a report's sites, written here once for both languages: an
+# abort that blacklisted is a "blacklist" site, any other takes its reason's
+# severity ("warn" for a reason the catalog lacks); "info" aborts (normal
+# trace formation) are left out unless benign ones are asked for; sites sort
+# by SEVERITY_ORDER, then count (more first), reason, location, zone path.
+SEVERITY_ORDER = ["blacklist", "warn", "info"]
+BENIGN = "info"
+UNKNOWN_SEVERITY = "warn"
+UNKNOWN_ID, UNKNOWN_CLASS = "trace.unknown", "risk"	# a reason the catalog lacks
 
 
 def die(msg):
@@ -82,6 +92,8 @@ def gen_h(cid, ver):
 
 #define TRACE_REASONS_CATALOG_ID\t%s
 #define TRACE_REASONS_CATALOG_VERSION\t%d
+#define TRACE_REASON_UNKNOWN_ID\t%s	/* a reason the catalog lacks */
+#define TRACE_REASON_UNKNOWN_CLASS\t%s
 
 /* One raw VM reason (a jit.vmdef.traceerr template) and what it is worth. */
 struct trace_reason {
@@ -101,8 +113,17 @@ extern const int trace_nreasons;
  * catalog was not written for. */
 const struct trace_reason *trace_reason__by_text(const char *vm_text);
 
+/* The rules of a report's sites (scripts/gen-reasons.py, the same in Lua's
+ * nupp.profile.reasons): the severity of an abort's site, given whether it
+ * blacklisted and its reason's row (NULL: not in the catalog); whether a
+ * site of that severity is counted; a severity's rank in the order sites
+ * are listed (0 first). */
+const char *trace_site_severity(int blacklisted, const struct trace_reason *r);
+int trace_site_counted(const char *severity, int include_benign);
+int trace_severity_rank(const char *severity);
+
 #endif /* NUPP_TRACE_REASONS_H */
-""" % (c_str(cid), ver)
+""" % (c_str(cid), ver, c_str(UNKNOWN_ID), c_str(UNKNOWN_CLASS))
 
 
 def gen_c(rows):
@@ -117,7 +138,18 @@ def gen_c(rows):
             "{", "\tint i;", "",
             "\tfor (i = 0; i < trace_nreasons; i++)",
             "\t\tif (!strcmp(trace_reasons[i].vm_text, vm_text))",
-            "\t\t\treturn &trace_reasons[i];", "\treturn NULL;", "}", ""]
+            "\t\t\treturn &trace_reasons[i];", "\treturn NULL;", "}", "",
+            "const char *trace_site_severity(int blacklisted, const struct trace_reason *r)",
+            "{", "\treturn blacklisted ? %s : r ? r->severity : %s;" % (
+                c_str(SEVERITY_ORDER[0]), c_str(UNKNOWN_SEVERITY)), "}", "",
+            "int trace_site_counted(const char *severity, int include_benign)",
+            "{", "\treturn include_benign || strcmp(severity, %s);" % c_str(BENIGN), "}", "",
+            "int trace_severity_rank(const char *severity)", "{",
+            "\tstatic const char *const order[] = { %s };" % ", ".join(
+                c_str(s) for s in SEVERITY_ORDER), "",
+            "\tfor (int i = 0; i < %d; i++)" % len(SEVERITY_ORDER),
+            "\t\tif (!strcmp(order[i], severity))", "\t\t\treturn i;",
+            "\treturn %d;" % len(SEVERITY_ORDER), "}", ""]
     return "\n".join(out)
 
 
@@ -132,7 +164,17 @@ def gen_lua(cid, ver, rows):
         out.append("  { name = %s, vmText = %s, id = %s, class = %s, severity = %s,\n"
                    "    explanation = %s,\n    action = %s }," % tuple(lua_str(r[c]) for c in COLUMNS))
     out += ["}", "for i = 1, #list do", "  local r = list[i]",
-            "  M.byText[r.vmText] = r", "  M.byName[r.name] = r", "end", "M.list = list",
+            "  M.byText[r.vmText] = r", "  M.byName[r.name] = r", "end", "M.list = list", "",
+            "-- The rules of a report's sites (the same in C: trace_reasons.h).",
+            "M.unknown = { id = %s, class = %s, severity = %s }" % (
+                lua_str(UNKNOWN_ID), lua_str(UNKNOWN_CLASS), lua_str(UNKNOWN_SEVERITY)),
+            "M.severityRank = { %s }" % ", ".join(
+                "%s = %d" % (s, i) for i, s in enumerate(SEVERITY_ORDER)),
+            "function M.siteSeverity(blacklisted, r)",
+            "  if blacklisted then return %s end" % lua_str(SEVERITY_ORDER[0]),
+            "  return r and r.severity or %s" % lua_str(UNKNOWN_SEVERITY), "end",
+            "function M.siteCounted(severity, includeBenign)",
+            "  return includeBenign or severity ~= %s" % lua_str(BENIGN), "end",
             "return M", ""]
     return "\n".join(out)
 

@@ -68,76 +68,32 @@ INLINE = [
 ]
 
 # struct lj_layout field -> C expression, evaluated against the tree's headers.
-# Every field of the struct in bpf/lj_layout.h must appear here.
-LAYOUT = {
-    "gg_g": "offsetof(GG_State, g)",
-    "gg_j": "offsetof(GG_State, J)",
-    "disp2g": "GG_DISP2G",
-    "g_strempty": "offsetof(global_State, strempty)",
-    "g_vmstate": "offsetof(global_State, vmstate)",
-    "g_mainthref": "offsetof(global_State, mainthref)",
-    "g_cur_L": "offsetof(global_State, cur_L)",
-    "g_jit_base": "offsetof(global_State, jit_base)",
-    "L_glref": "offsetof(lua_State, glref)",
-    "L_base": "offsetof(lua_State, base)",
-    "L_top": "offsetof(lua_State, top)",
-    "L_stack": "offsetof(lua_State, stack)",
-    "L_maxstack": "offsetof(lua_State, maxstack)",
-    "L_cframe": "offsetof(lua_State, cframe)",
-    "gc_gct": "offsetof(GChead, gct)",
-    "fn_ffid": "offsetof(GCfuncL, ffid)",
-    "fn_pc": "offsetof(GCfuncL, pc)",
-    "fn_f": "offsetof(GCfuncC, f)",
-    "pt_size": "sizeof(GCproto)",
-    "pt_sizebc": "offsetof(GCproto, sizebc)",
-    "pt_k": "offsetof(GCproto, k)",
-    "pt_sizeuv": "offsetof(GCproto, sizeuv)",
-    "pt_chunkname": "offsetof(GCproto, chunkname)",
-    "pt_firstline": "offsetof(GCproto, firstline)",
-    "pt_numline": "offsetof(GCproto, numline)",
-    "pt_lineinfo": "offsetof(GCproto, lineinfo)",
-    "pt_uvinfo": "offsetof(GCproto, uvinfo)",
-    "pt_varinfo": "offsetof(GCproto, varinfo)",
-    "str_len": "offsetof(GCstr, len)",
-    "str_size": "sizeof(GCstr)",
-    "J_L": "offsetof(jit_State, L)",
-    "J_pc": "offsetof(jit_State, pc)",
-    "J_pt": "offsetof(jit_State, pt)",
-    "J_state": "offsetof(jit_State, state)",
-    "J_cur_startpt": "offsetof(jit_State, cur.startpt)",
-    "J_cur_startpc": "offsetof(jit_State, cur.startpc)",
-    "J_cur_traceno": "offsetof(jit_State, cur.traceno)",
-    "J_cur_startins": "offsetof(jit_State, cur.startins)",
-    "J_cur_link": "offsetof(jit_State, cur.link)",
-    "J_cur_linktype": "offsetof(jit_State, cur.linktype)",
-    "J_flags": "offsetof(jit_State, flags)",
-    "J_parent": "offsetof(jit_State, parent)",
-    "J_exitno": "offsetof(jit_State, exitno)",
-    "J_penalty": "offsetof(jit_State, penalty)",
-    "J_errinfo": "offsetof(jit_State, errinfo)",
-    "J_sizetrace": "offsetof(jit_State, sizetrace)",
-    "J_trace": "offsetof(jit_State, trace)",
-    "tr_size": "sizeof(GCtrace)",
-    "tr_nsnap": "offsetof(GCtrace, nsnap)",
-    "tr_nins": "offsetof(GCtrace, nins)",
-    "tr_ir": "offsetof(GCtrace, ir)",
-    "tr_nk": "offsetof(GCtrace, nk)",
-    "tr_nsnapmap": "offsetof(GCtrace, nsnapmap)",
-    "tr_snap": "offsetof(GCtrace, snap)",
-    "tr_snapmap": "offsetof(GCtrace, snapmap)",
-    "tr_startpt": "offsetof(GCtrace, startpt)",
-    "tr_startpc": "offsetof(GCtrace, startpc)",
-    "tr_szmcode": "offsetof(GCtrace, szmcode)",
-    "tr_mcode": "offsetof(GCtrace, mcode)",
-    "tr_traceno": "offsetof(GCtrace, traceno)",
-    "sn_size": "sizeof(SnapShot)",
-    "sn_mapofs": "offsetof(SnapShot, mapofs)",
-    "sn_mcofs": "offsetof(SnapShot, mcofs)",
-    "sn_nslots": "offsetof(SnapShot, nslots)",
-    "sn_nent": "offsetof(SnapShot, nent)",
-    "ir_size": "sizeof(IRIns)",
-    "ir_o": "offsetof(IRIns, o)",
-}
+# The fields, and the LuaJIT type and member each one is, come from the one
+# table of them, user/dwarf_layout.c's (the DWARF reader's): the two ways a
+# layout is derived (offsetof() here, DWARF there) cannot list different
+# members. Every field of the struct in bpf/lj_layout.h must be there.
+def layout_exprs():
+    src = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "user", "dwarf_layout.c")).read()
+    enum = re.search(r"enum lj_type \{([^}]*)\}", src).group(1)
+    tags = [t.strip() for t in enum.split(",") if t.strip() and t.strip() != "T__MAX"]
+    names = re.findall(r'"(\w+)"', re.search(r"type_names\[T__MAX\] = \{([^}]*)\}", src).group(1))
+    types = dict(zip(tags, names))
+    table = src[src.index("static const struct field fields[] = {"):]
+    table = table[:table.index("};")]
+    exprs = {}
+    for m in re.finditer(r'OFS\((\w+), (T_\w+), "([\w.]+)"\)|SIZE\((\w+), (T_\w+)\)|'
+                         r'\{ "(\w+)", T_\w+, NULL, K_DISP2G', table):
+        if m.group(1):
+            exprs[m.group(1)] = "offsetof(%s, %s)" % (types[m.group(2)], m.group(3))
+        elif m.group(4):
+            exprs[m.group(4)] = "sizeof(%s)" % types[m.group(5)]
+        else:
+            exprs[m.group(6)] = "GG_DISP2G"
+    if len(tags) != len(names) or not exprs:
+        die("user/dwarf_layout.c: its type or field table no longer reads as expected")
+    return exprs
+
 
 # Printed for information (--print) and sanity checks; not stored.
 EXTRA = {
@@ -170,6 +126,9 @@ MULTIARCH = "x86_64-linux-gnu"
 def die(msg):
     sys.stderr.write("gen-registry: error: %s\n" % msg)
     sys.exit(1)
+
+
+LAYOUT = layout_exprs()
 
 
 def run(cmd, **kw):

@@ -9,7 +9,7 @@ PKGS="make gcc clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev pkg-config \
       luajit libluajit-5.1-dev systemtap-sdt-dev python3 python3-pytest \
       dpkg-dev devscripts binutils libssl-dev gdb libcapstone-dev libdw-dev \
       debootstrap protobuf-c-compiler libprotobuf-c-dev golang-go chromium \
-      python3-jsonschema"
+      python3-jsonschema tmux libclang-rt-dev"
 
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
@@ -20,25 +20,32 @@ for p in $PKGS; do
         missing="$missing $p"
 done
 
-# deb-src for the Debian archive, mirroring the binary entries' suites.
+# deb-src for the Debian archive: the machine's own Debian entries (its
+# mirror, suites and keys), as deb-src.
 have_src() {
     grep -rqsE '^(deb-src|Types:.*deb-src)' /etc/apt/sources.list /etc/apt/sources.list.d/
 }
+src_entries() {
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -r "$f" ] || continue
+        awk 'BEGIN { RS = ""; ORS = "\n\n" }
+             /(^|\n)Types: deb(\n|$)/ && /URIs: [^\n]*\/debian(-security)?\/?(\n|$)/ {
+                 sub(/Types: deb/, "Types: deb-src"); print }' "$f"
+    done
+}
+src_lines() {
+    sed -n 's#^deb \(\(\[[^]]*\] \)\?[^ ]*/debian\(-security\)\?/\? .*\)#deb-src \1#p' \
+        /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null
+}
 need_update=
 if ! have_src; then
-    $SUDO tee /etc/apt/sources.list.d/nupp-bpf-src.sources >/dev/null <<'SRC'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb-src
-URIs: http://deb.debian.org/debian-security
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
+    entries=$(src_entries) lines=$(src_lines)
+    if [ -z "$entries" ] && [ -z "$lines" ]; then
+        echo "install-deps: no Debian entry in the machine's apt sources to add deb-src for" >&2
+        exit 1
+    fi
+    [ -z "$entries" ] || printf '%s\n' "$entries" | $SUDO tee /etc/apt/sources.list.d/nupp-bpf-src.sources >/dev/null
+    [ -z "$lines" ] || printf '%s\n' "$lines" | $SUDO tee /etc/apt/sources.list.d/nupp-bpf-src.list >/dev/null
     need_update=1
 fi
 

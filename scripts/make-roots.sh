@@ -5,19 +5,13 @@
 # machine's apt uses. Each root goes to $B/roots/SUITE and is made once: a
 # stamp names the package set it was made with.
 set -eu
+cd "$(dirname "$0")/.."
+. scripts/debian-mirror.sh
 B=${B:-build}
 PKGS=luajit,libluajit-5.1-2,nginx-light,libnginx-mod-http-lua
 
-# The Debian mirror of the machine's apt sources (deb822 or one-line form).
-mirror() {
-    for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-        [ -r "$f" ] || continue
-        awk '/^URIs:/ { print $2; exit } /^deb / { print ($2 ~ /^\[/ ? $3 : $2); exit }' "$f"
-    done | grep -E '/debian/?$' | head -n 1
-}
-
 MIRROR=${MIRROR:-$(mirror)}
-MIRROR=${MIRROR:-http://deb.debian.org/debian}
+[ -n "$MIRROR" ] || { echo "make-roots: no Debian mirror in the machine's apt sources; set MIRROR=" >&2; exit 1; }
 for suite in "$@"; do
     root=$B/roots/$suite
     stamp=$root/.nupp-root

@@ -7,7 +7,7 @@
  * Attaches to the PIDs, opens --sync for writing (releasing a target that
  * waits on it), collects until every target has exited or a target opens
  * --done for reading (then drains while it is still alive), and writes the
- * report's sites as CSV. tests/test_trace.py and scripts/bench-trace.sh run it.
+ * report's sites as CSV. tests/trace/test_trace.py runs it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -18,8 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "lj_target.h"
-#include "trace.h"
-#include "tracer.h"
+#include "../bpf/trace.h"
+#include "../user/trace.h"
 
 #define MAX_PIDS 16
 
@@ -83,7 +83,12 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	tr = tracer__open(targets, n, benign, err, sizeof(err));
+	tr = tracer__open(&(struct tracer_opts){ .include_benign = benign }, err, sizeof(err));
+	for (int i = 0; tr && i < n; i++)
+		if (tracer__add_target(tr, &targets[i], err, sizeof(err))) {
+			tracer__close(tr);
+			tr = NULL;
+		}
 	if (!tr) {
 		fprintf(stderr, "nupp-trace-dev: error: %s\n", err);
 		return 1;

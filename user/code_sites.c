@@ -12,14 +12,19 @@
  * uprobe: a breakpoint inside an instruction corrupts the traced process.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <capstone/capstone.h>
 #include <gelf.h>
 #include <elfutils/libdw.h>
 #include "code_sites.h"
 #include "elf_file.h"
+#include "util.h"
 
 #define NO_REG		(-1)
 #define RIP_REG		(-2)
@@ -267,6 +272,48 @@ static int fde_range(struct cfile *f, __u64 addr, __u64 *lo, __u64 *hi)
 	return 0;
 }
 
+/* ---- the decoder ----------------------------------------------------------- *
+ * capstone is loaded when code is first decoded, not at every start of
+ * nupp-bpf: its tables carry ~77,000 relocations that the dynamic loader
+ * applies before main, ~7 ms of every start (docs/benchmarks.md). */
+
+#define CS_STR(x)	#x
+#define CS_SONAME(v)	"libcapstone.so." CS_STR(v)
+
+static struct {
+	cs_err (*open)(cs_arch, cs_mode, csh *);
+	cs_err (*option)(csh, cs_opt_type, size_t);
+	cs_insn *(*insn_new)(csh);
+	bool (*disasm_iter)(csh, const uint8_t **, size_t *, uint64_t *, cs_insn *);
+	void (*insn_free)(cs_insn *, size_t);
+	cs_err (*close)(csh *);
+	bool ok;
+} cs;
+
+static void capstone_load_once(void)
+{
+	void *h = dlopen(CS_SONAME(CS_API_MAJOR), RTLD_NOW | RTLD_LOCAL);
+
+	if (!h)
+		return;
+	cs.open = (cs_err (*)(cs_arch, cs_mode, csh *))dlsym(h, "cs_open");
+	cs.option = (cs_err (*)(csh, cs_opt_type, size_t))dlsym(h, "cs_option");
+	cs.insn_new = (cs_insn *(*)(csh))dlsym(h, "cs_malloc");
+	cs.disasm_iter = (bool (*)(csh, const uint8_t **, size_t *, uint64_t *, cs_insn *))
+		dlsym(h, "cs_disasm_iter");
+	cs.insn_free = (void (*)(cs_insn *, size_t))dlsym(h, "cs_free");
+	cs.close = (cs_err (*)(csh *))dlsym(h, "cs_close");
+	cs.ok = cs.open && cs.option && cs.insn_new && cs.disasm_iter && cs.insn_free && cs.close;
+}
+
+static bool capstone_ready(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, capstone_load_once);
+	return cs.ok;
+}
+
 /* ---- the file -------------------------------------------------------------- */
 
 static int cfile_open(struct cfile *f, const char *path, const struct lj_layout *lj,
@@ -283,12 +330,16 @@ static int cfile_open(struct cfile *f, const char *path, const struct lj_layout 
 		snprintf(err, errsz, "no .eh_frame to find functions by");
 		return -1;
 	}
-	if (cs_open(CS_ARCH_X86, CS_MODE_64, &f->cs) != CS_ERR_OK) {
+	if (!capstone_ready()) {
+		snprintf(err, errsz, "cannot load the x86-64 decoder (%s)", CS_SONAME(CS_API_MAJOR));
+		return -1;
+	}
+	if (cs.open(CS_ARCH_X86, CS_MODE_64, &f->cs) != CS_ERR_OK) {
 		snprintf(err, errsz, "cannot open the capstone x86-64 decoder");
 		return -1;
 	}
-	cs_option(f->cs, CS_OPT_DETAIL, CS_OPT_ON);
-	f->ci = cs_malloc(f->cs);
+	cs.option(f->cs, CS_OPT_DETAIL, CS_OPT_ON);
+	f->ci = cs.insn_new(f->cs);
 	if (!f->ci) {
 		snprintf(err, errsz, "out of memory");
 		return -1;
@@ -299,9 +350,9 @@ static int cfile_open(struct cfile *f, const char *path, const struct lj_layout 
 static void cfile_close(struct cfile *f)
 {
 	if (f->ci)
-		cs_free(f->ci, 1);
+		cs.insn_free(f->ci, 1);
 	if (f->cs)
-		cs_close(&f->cs);
+		cs.close(&f->cs);
 	elf_file__close(f->ef);
 	free(f->fdes);
 	free(f->fn.v);
@@ -463,7 +514,7 @@ static int decode_at(struct cfile *f, __u64 addr, struct ins *in)
 		return -1;
 	p += addr - lo;
 	n = hi - addr < 16 ? hi - addr : 16;
-	if (!cs_disasm_iter(f->cs, &p, &n, &at, f->ci))
+	if (!cs.disasm_iter(f->cs, &p, &n, &at, f->ci))
 		return -1;
 	convert(in, f->ci);
 	return 0;
@@ -473,15 +524,8 @@ static int decode_at(struct cfile *f, __u64 addr, struct ins *in)
 
 static struct ins *push_ins(struct insns *s)
 {
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 1024;
-		struct ins *v = realloc(s->v, cap * sizeof(*v));
-
-		if (!v)
-			return NULL;
-		s->v = v;
-		s->cap = cap;
-	}
+	if (ARRAY_ROOM(s->v, s->n, s->cap, 1024))
+		return NULL;
 	return &s->v[s->n++];
 }
 
@@ -519,7 +563,7 @@ static int decode_fn(struct cfile *f, __u64 lo, __u64 hi, bool lenient)
 	while (n) {
 		struct ins *in;
 
-		if (!cs_disasm_iter(f->cs, &p, &n, &addr, f->ci)) {
+		if (!cs.disasm_iter(f->cs, &p, &n, &addr, f->ci)) {
 			if (!lenient)
 				return -1;
 			p++, n--, addr++;
@@ -1253,17 +1297,63 @@ static int verify_jcc(struct cfile *f, size_t j, char *err, size_t errsz)
 	return -1;
 }
 
+/* code_sites__verify is asked of one file again and again: for each site
+ * when a build is identified, again before each probe, and so for every
+ * process of a server. The file last verified stays open, its FDE table
+ * read and its last function decoded, while it is the same file (device,
+ * inode, size and modification time, from a stat of the path). */
+static struct {
+	pthread_mutex_t lock;
+	struct cfile f;
+	struct stat st;
+	bool open;
+	__u64 fn_lo, fn_hi;	/* f.fn holds [fn_lo, fn_hi) decoded; fn_hi 0: nothing */
+} kept = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* The kept file, opened afresh when path is another file; NULL with why. */
+static struct cfile *kept_file(const char *path, const struct lj_layout *lj, char *err,
+			       size_t errsz)
+{
+	struct stat st;
+
+	if (stat(path, &st)) {
+		snprintf(err, errsz, "cannot read it: %s", strerror(errno));
+		return NULL;
+	}
+	if (!kept.open || !same_file(&st, &kept.st)) {
+		if (kept.open)
+			cfile_close(&kept.f);
+		kept.open = false;
+		kept.fn_hi = 0;
+		if (cfile_open(&kept.f, path, lj, err, errsz)) {
+			cfile_close(&kept.f);
+			return NULL;
+		}
+		kept.open = true;
+		kept.st = st;
+	}
+	kept.f.lj = lj;
+	return &kept.f;
+}
+
 int code_sites__verify(const char *path, __u64 vaddr, int kind, const struct lj_layout *lj,
 		       char *err, size_t errsz)
 {
-	struct cfile f;
+	struct cfile *f;
 	__u64 lo, hi;
 	long j;
 	int ret = -1;
 
-	if (cfile_open(&f, path, lj, err, errsz))
+	pthread_mutex_lock(&kept.lock);
+	if (!(f = kept_file(path, lj, err, errsz)))
 		goto out;
-	if (fde_range(&f, vaddr, &lo, &hi)) {
+	if (fde_range(f, vaddr, &lo, &hi)) {
 		snprintf(err, errsz, "0x%llx is in no .eh_frame FDE", (unsigned long long)vaddr);
 		goto out;
 	}
@@ -1272,11 +1362,17 @@ int code_sites__verify(const char *path, __u64 vaddr, int kind, const struct lj_
 			 (unsigned long long)vaddr, (unsigned long long)lo);
 		goto out;
 	}
-	if (decode_fn(&f, lo, hi, false)) {
-		snprintf(err, errsz, "the function at 0x%llx does not decode", (unsigned long long)lo);
-		goto out;
+	if (kept.fn_lo != lo || kept.fn_hi != hi) {
+		kept.fn_hi = 0;
+		if (decode_fn(f, lo, hi, false)) {
+			snprintf(err, errsz, "the function at 0x%llx does not decode",
+				 (unsigned long long)lo);
+			goto out;
+		}
+		kept.fn_lo = lo;
+		kept.fn_hi = hi;
 	}
-	j = find_ins(&f.fn, vaddr);
+	j = find_ins(&f->fn, vaddr);
 	if (j < 0) {
 		snprintf(err, errsz, "0x%llx is not an instruction boundary", (unsigned long long)vaddr);
 		goto out;
@@ -1284,11 +1380,11 @@ int code_sites__verify(const char *path, __u64 vaddr, int kind, const struct lj_
 	if (kind == CODE_SITE_FUNC_ENTRY)
 		ret = 0;
 	else if (kind == CODE_SITE_TRACENO_JCC)
-		ret = verify_jcc(&f, j, err, errsz);
+		ret = verify_jcc(f, j, err, errsz);
 	else
 		snprintf(err, errsz, "unknown code site kind %d", kind);
 out:
-	cfile_close(&f);
+	pthread_mutex_unlock(&kept.lock);
 	return ret;
 }
 
@@ -1423,7 +1519,7 @@ static long fn_disps(struct cfile *f, __u64 addr, __s64 **out)
 	if (!v)
 		return -1;
 	left = hi - addr;
-	while (left && cs_disasm_iter(f->cs, &p, &left, &at, f->ci)) {
+	while (left && cs.disasm_iter(f->cs, &p, &left, &at, f->ci)) {
 		const cs_x86 *x = &f->ci->detail->x86;
 
 		for (int k = 0; k < x->op_count && k < 8; k++) {

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "codemap.h"
 #include "procmem.h"
+#include "util.h"
 
 struct codemap {
 	pid_t pid;
@@ -51,15 +52,8 @@ static int keep(struct codemap *m, const struct proc_mapping *pm)
 {
 	if (pm->perms[2] != 'x' || pm->file[0] != '/')
 		return 0;
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? 2 * m->cap : 16;
-		struct code_mapping *maps = realloc(m->maps, cap * sizeof(*maps));
-
-		if (!maps)
-			return -1;
-		m->maps = maps;
-		m->cap = cap;
-	}
+	if (ARRAY_ROOM(m->maps, m->n, m->cap, 16))
+		return -1;
 	m->maps[m->n] = (struct code_mapping){ pm->start, pm->end, pm->off, strdup(pm->file) };
 	if (!m->maps[m->n].file)
 		return -1;

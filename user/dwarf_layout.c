@@ -63,7 +63,9 @@ struct field {
 #define OFS(f, t, m)	{ #f, t, m, K_OFFSET, offsetof(struct lj_layout, f) }
 #define SIZE(f, t)	{ #f, t, NULL, K_SIZE, offsetof(struct lj_layout, f) }
 
-/* In the order of struct lj_layout (bpf/lj_layout.h). */
+/* In the order of struct lj_layout (bpf/lj_layout.h). scripts/gen-registry.py
+ * reads this table (and lj_type and type_names above) to print the same
+ * fields with offsetof(): keep one entry a line, in these forms. */
 static const struct field fields[] = {
 	OFS(gg_g, T_GG, "g"),
 	OFS(gg_j, T_GG, "J"),

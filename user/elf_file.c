@@ -121,6 +121,35 @@ static __u64 sym_in(struct elf_file *ef, Elf64_Word type, const char *name, bool
 	return 0;
 }
 
+/* The function of the symbol table of type whose range holds vaddr. */
+static const char *func_at_in(struct elf_file *ef, Elf64_Word type, __u64 vaddr)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = find_section(ef, NULL, type, &sh);
+	Elf_Data *d;
+	size_t n;
+
+	if (!scn || !(d = elf_getdata(scn, NULL)) || !sh.sh_entsize)
+		return NULL;
+	n = sh.sh_size / sh.sh_entsize;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Sym sym;
+
+		if (gelf_getsym(d, i, &sym) && GELF_ST_TYPE(sym.st_info) == STT_FUNC &&
+		    sym.st_shndx != SHN_UNDEF && vaddr >= sym.st_value &&
+		    vaddr < sym.st_value + (sym.st_size ? sym.st_size : 1))
+			return elf_strptr(ef->elf, sh.sh_link, sym.st_name);
+	}
+	return NULL;
+}
+
+const char *elf_file__func_at(struct elf_file *ef, __u64 vaddr)
+{
+	const char *name = func_at_in(ef, SHT_SYMTAB, vaddr);
+
+	return name && name[0] ? name : func_at_in(ef, SHT_DYNSYM, vaddr);
+}
+
 __u64 elf_file__sym(struct elf_file *ef, const char *name, bool dynamic)
 {
 	return sym_in(ef, dynamic ? SHT_DYNSYM : SHT_SYMTAB, name, false);

@@ -52,4 +52,8 @@ const __u8 *elf_file__code_at(struct elf_file *ef, __u64 vaddr, __u64 *lo, __u64
  * absent (an imported function is absent). */
 __u64 elf_file__func(struct elf_file *ef, const char *name);
 
+/* The name of the function defined here whose range holds vaddr, from
+ * .symtab, else .dynsym; NULL when none (valid until close). */
+const char *elf_file__func_at(struct elf_file *ef, __u64 vaddr);
+
 #endif /* NUPP_ELF_FILE_H */

@@ -15,6 +15,7 @@
 #include "flamegraph.h"
 #include "flamegraph_js.h"
 #include "formats.h"
+#include "util.h"
 
 #define WIDTH		1200.0	/* px, the image */
 #define PAD		10.0	/* px, left and right of the frames */
@@ -47,15 +48,8 @@ static struct node *child(struct node *n, const char *name, size_t len)
 	for (size_t i = 0; i < n->nkids; i++)
 		if (strlen(n->kids[i].name) == len && !memcmp(n->kids[i].name, name, len))
 			return &n->kids[i];
-	if (n->nkids == n->cap) {
-		size_t cap = n->cap ? 2 * n->cap : 4;
-		struct node *kids = realloc(n->kids, cap * sizeof(*kids));
-
-		if (!kids)
-			return NULL;
-		n->kids = kids;
-		n->cap = cap;
-	}
+	if (ARRAY_ROOM(n->kids, n->nkids, n->cap, 4))
+		return NULL;
 	memset(&n->kids[n->nkids], 0, sizeof(struct node));
 	n->kids[n->nkids].name = strndup(name, len);
 	return n->kids[n->nkids].name ? &n->kids[n->nkids++] : NULL;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "flamegraph.h"
 #include "formats.h"
+#include "util.h"
 #include "pprof.h"
 #include "speedscope.h"
 
@@ -69,21 +70,6 @@ int format__write(const struct profile *p, const struct render_opts *o, enum pro
  * Text for JSON and XML
  */
 
-int format__utf8_len(const unsigned char *s)
-{
-	int n = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 :
-		s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
-
-	for (int i = 1; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	/* Overlong forms, surrogates and code points past U+10FFFF. */
-	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
-	    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
-		return 0;
-	return n;
-}
-
 #define REPLACEMENT	"\xef\xbf\xbd"	/* U+FFFD */
 
 void format__put_json(FILE *out, const char *s)
@@ -92,7 +78,7 @@ void format__put_json(FILE *out, const char *s)
 
 	fputc('"', out);
 	while (*u) {
-		int n = format__utf8_len(u);
+		int n = utf8_len(u, 4);
 
 		if (!n) {
 			fputs(REPLACEMENT, out);
@@ -115,7 +101,7 @@ size_t format__put_xml(FILE *out, const char *s, size_t max)
 	size_t chars = 0;
 
 	for (; *u && chars < max; chars++) {
-		int n = format__utf8_len(u);
+		int n = utf8_len(u, 4);
 
 		if (!n || *u < 0x20) {
 			fputs(REPLACEMENT, out);
@@ -142,7 +128,7 @@ char *format__utf8_dup(const char *s)
 	if (!copy)
 		return NULL;
 	while (*u) {
-		int n = format__utf8_len(u);
+		int n = utf8_len(u, 4);
 
 		if (n) {
 			memcpy(c, u, n);

@@ -52,7 +52,4 @@ size_t format__put_xml(FILE *out, const char *s, size_t max);
  * protobuf's string fields must hold). malloc'ed; NULL when out of memory. */
 char *format__utf8_dup(const char *s);
 
-/* The length of the UTF-8 sequence at s (1-4), or 0 when it is not one. */
-int format__utf8_len(const unsigned char *s);
-
 #endif /* NUPP_FORMATS_H */

@@ -47,6 +47,8 @@ static void show(FILE *out, const struct lj_target *t)
 		(unsigned long long)(t->vm_hi - t->bias));
 	site(out, t, "gc-cycle", lj_target__sym(t, "lj_gc_separateudata"), CODE_SITE_FUNC_ENTRY,
 	     cs->gc_why);
+	site(out, t, "vm-start", lj_target__func(t, "luaL_openlibs"), CODE_SITE_FUNC_ENTRY,
+	     "luaL_openlibs is not exported");
 	site(out, t, "trace-abort", cs->abort_site, CODE_SITE_TRACENO_JCC, cs->abort_why);
 	for (int i = 0; i < cs->abort_nmore; i++)
 		site(out, t, "trace-abort", cs->abort_more[i], CODE_SITE_TRACENO_JCC, "");

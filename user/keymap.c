@@ -3,16 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "keymap.h"
-
-static uint64_t fnv1a(const void *key, size_t len)
-{
-	const unsigned char *p = key;
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	while (len--)
-		h = (h ^ *p++) * 0x100000001b3ULL;
-	return h;
-}
+#include "util.h"
 
 static struct keymap_slot *find(const struct keymap *m, const void *key, size_t len, uint64_t h)
 {
@@ -32,7 +23,7 @@ long keymap__get(const struct keymap *m, const void *key, size_t len)
 
 	if (!m->cap)
 		return -1;
-	s = find(m, key, len, fnv1a(key, len));
+	s = find(m, key, len, fnv1a64(FNV1A64_INIT, key, len));
 	return s->key ? s->value : -1;
 }
 
@@ -56,7 +47,7 @@ static int grow(struct keymap *m)
 int keymap__put(struct keymap *m, const void *key, size_t len, long value)
 {
 	struct keymap_slot *s;
-	uint64_t h = fnv1a(key, len);
+	uint64_t h = fnv1a64(FNV1A64_INIT, key, len);
 
 	if ((m->used + 1) * 4 >= m->cap * 3 && grow(m))
 		return -1;

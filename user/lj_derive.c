@@ -26,32 +26,43 @@ static const void *find_bytes(const void *hay, size_t n, const char *needle)
 	return memmem(hay, n, needle, strlen(needle));
 }
 
+bool lj_derive__version_in(const char *data, size_t n, struct lj_version *v)
+{
+	const char prefix[] = "LuaJIT 2.";
+	const char *p = data ? find_bytes(data, n, prefix) : NULL;
+
+	while (p) {
+		size_t left = n - (size_t)(p - data), len = strnlen(p, left);
+		const char *rest = p + sizeof(prefix) - 1;
+
+		/* A C string, NUL and all, that holds the minor version and
+		 * its dot: the section may end anywhere. */
+		if (len < left && len < sizeof(v->text) && len >= sizeof(prefix) + 1 &&
+		    (rest[0] == '0' || rest[0] == '1') && rest[1] == '.') {
+			snprintf(v->text, sizeof(v->text), "%.*s", (int)len, p);
+			v->minor = rest[0] - '0';
+			if (v->minor == 1 && strncmp(rest + 2, "0-", 2))
+				v->rolling = strtoull(rest + 2, NULL, 10);
+			return true;
+		}
+		p = find_bytes(p + 1, left - 1, prefix);
+	}
+	return false;
+}
+
 /* Search the read-only data, where luajit.h's LUAJIT_VERSION lands. */
 void lj_derive__version(struct elf_file *ef, struct lj_version *v)
 {
 	static const char *const sections[] = { ".rodata", ".rodata.str1.1", ".rodata.str1.8", NULL };
-	const char prefix[] = "LuaJIT 2.";
 
 	memset(v, 0, sizeof(*v));
 	v->minor = -1;
 	for (int i = 0; sections[i]; i++) {
 		size_t n = 0;
 		const char *data = elf_file__section(ef, sections[i], &n);
-		const char *p = data ? find_bytes(data, n, prefix) : NULL;
 
-		while (p) {
-			size_t left = n - (size_t)(p - data), len = strnlen(p, left);
-			const char *rest = p + sizeof(prefix) - 1;
-
-			if (len < sizeof(v->text) && (rest[0] == '0' || rest[0] == '1') && rest[1] == '.') {
-				snprintf(v->text, sizeof(v->text), "%.*s", (int)len, p);
-				v->minor = rest[0] - '0';
-				if (v->minor == 1 && strncmp(rest + 2, "0-", 2))
-					v->rolling = strtoull(rest + 2, NULL, 10);
-				return;
-			}
-			p = find_bytes(p + 1, left - 1, prefix);
-		}
+		if (lj_derive__version_in(data, n, v))
+			return;
 	}
 }
 
@@ -159,7 +170,7 @@ static void pick_revisions(struct lj_derived *d, const char *options)
 
 /* A separate debug file: /usr/lib/debug/.build-id/xx/rest.debug under the
  * target's root (the -dbgsym package's place). */
-static bool debug_file(struct elf_file *ef, const char *root, char *out, size_t outsz)
+bool lj_derive__debug_file(struct elf_file *ef, const char *root, char *out, size_t outsz)
 {
 	size_t n = 0;
 	const unsigned char *note = elf_file__section(ef, ".note.gnu.build-id", &n);
@@ -183,7 +194,7 @@ static void read_dwarf(struct elf_file *ef, const char *path, const char *root, 
 	const char *from = path;
 
 	if (!dwarf_layout__present(path)) {
-		if (!debug_file(ef, root, dbg, sizeof(dbg)))
+		if (!lj_derive__debug_file(ef, root, dbg, sizeof(dbg)))
 			return;
 		from = dbg;
 	}

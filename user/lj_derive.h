@@ -57,10 +57,18 @@ struct lj_derived {
 int lj_derive(struct elf_file *ef, const char *path, const char *shown, const char *root,
 	      struct lj_derived *d, char *err, size_t errsz);
 
+/* The build's separate debug file under root (its -dbgsym package's place,
+ * /usr/lib/debug/.build-id/xx/rest.debug), when there is one. */
+bool lj_derive__debug_file(struct elf_file *ef, const char *root, char *out, size_t outsz);
+
 /* Whether ef is an x86-64 ELF64 file; else false with a one-line reason. */
 bool lj_derive__machine_ok(struct elf_file *ef, const char *shown, char *err, size_t errsz);
 
 /* The version string of ef; v->minor is -1 when there is none. */
 void lj_derive__version(struct elf_file *ef, struct lj_version *v);
+
+/* The same in data[0..n) (a section's bytes): true when it is there, with
+ * *v filled in; *v untouched when not. */
+bool lj_derive__version_in(const char *data, size_t n, struct lj_version *v);
 
 #endif /* NUPP_LJ_DERIVE_H */

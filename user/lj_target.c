@@ -8,13 +8,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "build_cache.h"
 #include "elf_file.h"
 #include "lj_target.h"
 #include "procmem.h"
+#include "util.h"
 
-/* GC object types as the gct byte stores them (~LJ_T*): thread and string. */
-#define GCT_THREAD	6
-#define GCT_STR		4
 
 const struct lj_build *lj_target__build(const struct lj_target *t)
 {
@@ -26,34 +25,33 @@ __u64 lj_target__sym(const struct lj_target *t, const char *name)
 	return lj_build__sym(lj_target__build(t), name);
 }
 
+__u64 lj_target__func(const struct lj_target *t, const char *name)
+{
+	struct elf_file *ef = elf_file__open(t->path);
+	__u64 at = ef ? elf_file__func(ef, name) : 0;
+
+	elf_file__close(ef);
+	return at;
+}
+
 __u64 lj_target__file_offset(const struct lj_target *t, __u64 vaddr)
 {
 	struct elf_file *ef = elf_file__open(t->path);
-	__u64 off;
+	__u64 off = ef ? elf_file__vaddr_to_offset(ef, vaddr) : ELF_FILE_NOADDR;
 
-	if (!ef)
-		return 0;
-	off = elf_file__vaddr_to_offset(ef, vaddr);
 	elf_file__close(ef);
 	return off == ELF_FILE_NOADDR ? 0 : off;
 }
 
-/* The registry entry whose .text digest equals the file's, or NULL. */
-static const struct lj_build *registry_match(struct elf_file *ef)
+/* The registry entry whose .text digest equals the build's (k), or NULL. */
+static const struct lj_build *registry_match(struct elf_file *ef, const struct build_key *k)
 {
 	__u64 size = elf_file__text_size(ef);
-	unsigned char sha[32];
-	int i, hashed = 0;
 
-	for (i = 0; i < lj_nknown_builds; i++) {
+	for (int i = 0; k->file_size && i < lj_nknown_builds; i++) {
 		const struct lj_build *b = &lj_known_builds[i];
 
-		if (b->text_size != size)
-			continue;
-		if (!hashed && elf_file__text_sha256(ef, sha))
-			return NULL;
-		hashed = 1;
-		if (!memcmp(sha, b->text_sha256, 32))
+		if (b->text_size == size && !memcmp(k->text_sha256, b->text_sha256, 32))
 			return b;
 	}
 	return NULL;
@@ -89,66 +87,99 @@ static void use_candidate(struct lj_target *t, int i)
 		snprintf(rev, sizeof(rev), " and names of %s %.12s", r->fork, r->commit);
 	else if (r)
 		snprintf(rev, sizeof(rev), " and names of %s", r->source);
-	snprintf(t->local_desc, sizeof(t->local_desc), "%s, %s%s%s, layout from %s%s, sites from %s",
+	snprintf(t->local_desc, sizeof(t->local_desc), "%s, %s%s%s, layout from %s%s, sites from %s%s",
 		 t->derived.version.text, t->derived.fork, t->derived.options[0] ? ", " : "",
-		 t->derived.options, c->from, rev, t->derived.sites_from);
+		 t->derived.options, c->from, rev, t->derived.sites_from,
+		 t->cached ? " (cached)" : "");
 }
 
-/* lj_derive() once per build (its .text digest) in a process: the workers of
- * a server share one file, and a session may follow a thousand of them.
- * What is kept is what lj_derive() found; every use verifies it again (the
- * layout in each VM, the sites before each probe). */
-static int derive_once(struct elf_file *ef, const char *path, const char *shown, const char *root,
-		       const unsigned char sha[32], __u64 size, struct lj_derived *d,
-		       char *err, size_t errsz)
+/* Sites read from the build cache are decoded again at once, as a fresh
+ * derivation's would be before any probe: an entry that does not hold is
+ * not used (and dropped by the caller). */
+static bool cached_sites_hold(const char *path, const struct lj_code_sites *s,
+			      const struct lj_layout *lj)
 {
-	static struct derived_build {
-		unsigned char sha[32];
-		__u64 size;
-		struct lj_derived d;
-		int ret;
-		char err[512];
-	} cache[8];
-	static int next;
-	struct derived_build *c;
+	if (s->gc_cycle && code_sites__verify(path, s->gc_cycle, CODE_SITE_FUNC_ENTRY, lj, NULL, 0))
+		return false;
+	for (int i = -1; s->abort_site && i < s->abort_nmore; i++)
+		if (code_sites__verify(path, i < 0 ? s->abort_site : s->abort_more[i],
+				       CODE_SITE_TRACENO_JCC, lj, NULL, 0))
+			return false;
+	return true;
+}
 
-	for (int i = 0; i < 8; i++) {
-		c = &cache[i];
-		if (c->size == size && size && !memcmp(c->sha, sha, 32))
-			goto found;
+/* lj_derive() once per build in a process, and across runs through the
+ * build cache: the workers of a server share one file, and a session may
+ * follow a thousand of them. What is kept is what lj_derive() found; every
+ * use verifies it again (the layout in each VM, the sites before each
+ * probe). Refusals are not kept: a debug file installed later changes them. */
+static struct derived_build {
+	struct build_key key;
+	struct lj_derived d;
+	int ret;
+	bool cached;		/* read from the build cache */
+	char err[512];
+} derived_builds[8];
+
+static struct derived_build *derived_of(const struct build_key *k)
+{
+	for (int i = 0; i < 8; i++)	/* a key of size 0: none, or forgotten */
+		if (k->file_size && !memcmp(&derived_builds[i].key, k, sizeof(*k)))
+			return &derived_builds[i];
+	return NULL;
+}
+
+static int derive_once(struct lj_target *t, struct elf_file *ef, const char *path, const char *shown,
+		       const char *root, char *err, size_t errsz)
+{
+	static int next;
+	struct derived_build *c = derived_of(&t->key);
+	struct lj_derived *d = &t->derived;
+
+	if (!c) {
+		c = &derived_builds[next++ % 8];
+		c->key = t->key;
+		c->cached = t->key.file_size && build_cache__load_derived(&t->key, &c->d) &&
+			    cached_sites_hold(path, &c->d.sites, c->d.cands[0].layout == &c->d.dwarf
+						  ? &c->d.dwarf : c->d.cands[0].layout);
+		c->ret = c->cached ? 0 : lj_derive(ef, path, shown, root, &c->d, c->err, sizeof(c->err));
+		if (!c->cached && !c->ret && t->key.file_size)
+			build_cache__store_derived(&t->key, &c->d);
 	}
-	c = &cache[next++ % 8];
-	memcpy(c->sha, sha, 32);
-	c->size = size;
-	c->ret = lj_derive(ef, path, shown, root, &c->d, c->err, sizeof(c->err));
-found:
 	*d = c->d;
 	for (int i = 0; i < d->ncands; i++)	/* the DWARF layout: d's own copy */
 		if (d->cands[i].layout == &c->d.dwarf)
 			d->cands[i].layout = &d->dwarf;
+	t->cached = c->cached;
 	if (c->ret)
 		snprintf(err, errsz, "%s", c->err);
 	return c->ret;
 }
 
+void lj_target__distrust(struct lj_target *t)
+{
+	struct derived_build *c = derived_of(&t->key);
+
+	if (!t->cached)
+		return;
+	build_cache__drop(&t->key);
+	if (c)
+		memset(&c->key, 0, sizeof(c->key));
+	t->cached = false;
+}
+
 /* A build the registry does not know: described from its own file
  * (lj_derive.h). 1 when usable, 0 with the reason in hint. */
 static int derived_build(struct lj_target *t, struct elf_file *ef, const char *path,
-			 const char *shown, char *hint, size_t hintsz)
+			 const char *shown, const char *root, char *hint, size_t hintsz)
 {
 	struct lj_derived *d = &t->derived;
-	char root[64];
 	int n = 0;
 
 	memset(&t->local, 0, sizeof(t->local));
-	elf_file__text_sha256(ef, t->local.text_sha256);
+	memcpy(t->local.text_sha256, t->key.text_sha256, 32);
 	t->local.text_size = elf_file__text_size(ef);
-	if (t->pid)
-		snprintf(root, sizeof(root), "/proc/%d/root", t->pid);
-	else
-		root[0] = '\0';	/* a file, seen from here */
-	if (derive_once(ef, path, shown, root, t->local.text_sha256, t->local.text_size, d,
-			hint, hintsz))
+	if (derive_once(t, ef, path, shown, root, hint, hintsz))
 		return 0;
 	t->local.id = "derived";
 	t->local.package = t->local_desc;
@@ -187,20 +218,28 @@ static void registry_sites(struct lj_target *t)
 {
 	static struct lj_code_sites found[16];
 	static const struct lj_build *of[16];
+	static bool cached[16];
 	int i = (int)(t->build - lj_known_builds);
 	char why[256];
 
 	if (i < 0 || i >= 16 || of[i] != t->build) {
-		memset(&t->sites, 0, sizeof(t->sites));
-		if (code_sites__find(t->path, &t->layout, &t->sites, why, sizeof(why)))
-			snprintf(t->sites.abort_why, sizeof(t->sites.abort_why), "%.150s", why);
+		t->cached = build_cache__load_sites(&t->key, &t->sites) &&
+			    cached_sites_hold(t->path, &t->sites, &t->layout);
+		if (!t->cached) {
+			memset(&t->sites, 0, sizeof(t->sites));
+			if (code_sites__find(t->path, &t->layout, &t->sites, why, sizeof(why)))
+				snprintf(t->sites.abort_why, sizeof(t->sites.abort_why), "%.150s", why);
+			build_cache__store_sites(&t->key, &t->sites);
+		}
 		if (i >= 0 && i < 16) {
 			found[i] = t->sites;
 			of[i] = t->build;
+			cached[i] = t->cached;
 		}
 		return;
 	}
 	t->sites = found[i];
+	t->cached = cached[i];
 }
 
 /* Every LuaJIT exports its API; luaJIT_setmode is LuaJIT's own. */
@@ -215,7 +254,7 @@ static int identify(struct lj_target *t, const char *path, const char *shown, __
 		    __u64 off, char *hint, size_t hintsz)
 {
 	struct elf_file *ef = elf_file__open(path);
-	char why[512] = "";
+	char why[512] = "", root[64] = "";	/* root: "" for a file seen from here */
 	__u64 vaddr;
 	int found = 0;
 
@@ -226,8 +265,13 @@ static int identify(struct lj_target *t, const char *path, const char *shown, __
 		elf_file__close(ef);
 		return 0;
 	}
-	t->build = registry_match(ef);
-	if (t->build || (is_luajit(ef) && derived_build(t, ef, path, shown, why, sizeof(why)))) {
+	if (is_luajit(ef)) {
+		if (t->pid)
+			snprintf(root, sizeof(root), "/proc/%d/root", t->pid);
+		build_cache__key(ef, path, root, &t->key);
+	}
+	t->build = registry_match(ef, &t->key);
+	if (t->build || (is_luajit(ef) && derived_build(t, ef, path, shown, root, why, sizeof(why)))) {
 		vaddr = elf_file__offset_to_vaddr(ef, off);
 		if (vaddr != ELF_FILE_NOADDR) {
 			t->bias = start - vaddr;
@@ -246,16 +290,9 @@ static bool maps_code(const struct proc_mapping *m)
 	return m->perms[2] == 'x' && m->file[0] == '/';
 }
 
-static __u64 fnv1a(__u64 h, const void *p, size_t n)
-{
-	for (const unsigned char *c = p; n--; c++)
-		h = (h ^ *c) * 1099511628211ULL;
-	return h;
-}
-
 __u64 lj_target__code_digest(pid_t pid)
 {
-	__u64 h = 14695981039346656037ULL;	/* FNV-1a 64 */
+	__u64 h = FNV1A64_INIT;
 	FILE *f = procmem__maps_open(pid);
 	struct proc_mapping m;
 
@@ -264,10 +301,10 @@ __u64 lj_target__code_digest(pid_t pid)
 	while (procmem__maps_next(f, &m)) {
 		if (!maps_code(&m))
 			continue;
-		h = fnv1a(h, &m.start, sizeof(m.start));
-		h = fnv1a(h, &m.end, sizeof(m.end));
-		h = fnv1a(h, &m.off, sizeof(m.off));
-		h = fnv1a(h, m.file, strlen(m.file));
+		h = fnv1a64(h, &m.start, sizeof(m.start));
+		h = fnv1a64(h, &m.end, sizeof(m.end));
+		h = fnv1a64(h, &m.off, sizeof(m.off));
+		h = fnv1a64(h, m.file, strlen(m.file));
 	}
 	fclose(f);
 	return h;
@@ -275,11 +312,18 @@ __u64 lj_target__code_digest(pid_t pid)
 
 int lj_target__open(struct lj_target *t, pid_t pid, char *err, size_t errsz)
 {
-	int ret = lj_target__identify(t, pid, err, errsz);
+	int ret = lj_target__identify(t, pid, err, errsz), found;
 
 	if (ret)
 		return ret;
-	if (!lj_target__scan_vms(t) && t->layout_why[0]) {
+	found = lj_target__scan_vms(t);
+	if (!found && t->layout_why[0] && t->cached) {
+		lj_target__distrust(t);		/* describe the build afresh */
+		if ((ret = lj_target__identify(t, pid, err, errsz)))
+			return ret;
+		found = lj_target__scan_vms(t);
+	}
+	if (!found && t->layout_why[0]) {
 		snprintf(err, errsz, "unsupported build: %s: %s: its VM does not match the layout "
 			 "nupp-bpf has for it (%s)", t->shown, lj_target__build(t)->package, t->layout_why);
 		return LJ_TARGET_UNSUPPORTED;
@@ -386,9 +430,9 @@ static int gg_at(const struct lj_layout *lj, __u64 p, const __u8 *buf, size_t n)
 	if (v != g)
 		return 0;
 	memcpy(&v, buf + lj->gg_g + lj->g_mainthref, 8);	/* g->mainthref == &GG->L */
-	if ((v & LJ_GCVMASK) != p || buf[lj->gc_gct] != GCT_THREAD)
+	if ((v & LJ_GCVMASK) != p || buf[lj->gc_gct] != LJ_GCT_THREAD)
 		return 0;
-	return buf[lj->gg_g + lj->g_strempty + lj->gc_gct] == GCT_STR;	/* g->strempty */
+	return buf[lj->gg_g + lj->g_strempty + lj->gc_gct] == LJ_GCT_STR;	/* g->strempty */
 }
 
 static bool in_vm(const struct lj_target *t, __u64 a)
@@ -440,13 +484,13 @@ static bool gg_verified(const struct lj_target *t, const struct lj_layout *lj, _
 	if (!bad && (procmem__read(t->pid, &vmstate, 4, g + lj->g_vmstate) ||
 		     vmstate < LJ_VMST_ASM || vmstate > 65535))
 		bad = "g->vmstate holds no VM state";
-	if (!bad && !gcobj_is(t, lj, u64_at(buf, lj->gg_g + lj->g_cur_L), GCT_THREAD, true))
+	if (!bad && !gcobj_is(t, lj, u64_at(buf, lj->gg_g + lj->g_cur_L), LJ_GCT_THREAD, true))
 		bad = "g->cur_L is not a thread";
 	if (!bad && (procmem__read(t->pid, &state, 4, J + lj->J_state) || state > 0x16 ||
 		     procmem__read(t->pid, &sizetrace, 4, J + lj->J_sizetrace) || sizetrace > 65536))
 		bad = "J->state or J->sizetrace out of range";
 	if (!bad && (procmem__read(t->pid, &L[0], 8, J + lj->J_L) ||
-		     !gcobj_is(t, lj, L[0], GCT_THREAD, true)))
+		     !gcobj_is(t, lj, L[0], LJ_GCT_THREAD, true)))
 		bad = "J->L is not a thread";
 	L[0] = u64_at(buf, lj->L_stack), L[1] = u64_at(buf, lj->L_base);
 	L[2] = u64_at(buf, lj->L_top), L[3] = u64_at(buf, lj->L_maxstack);

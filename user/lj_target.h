@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <sys/types.h>
 #include "lj_build.h"
+#include "build_cache.h"
 #include "lj_derive.h"
 
 #define LJ_TARGET_MAX_VMS 16
@@ -26,6 +27,8 @@ struct lj_target {
 	struct lj_build local;		/* the entry used when build is NULL */
 	struct lj_sym local_syms[8];	/* its code sites */
 	struct lj_derived derived;	/* what describes a derived build (lj_derive.h) */
+	struct build_key key;		/* the build, for the build cache */
+	bool cached;			/* its description came from the build cache */
 	struct lj_code_sites sites;	/* its probe sites, from its code (ELF vaddrs) */
 	const struct lj_revision *rev;	/* the revision whose names it uses, if known */
 	char local_desc[256];		/* local.package: how it was described */
@@ -57,6 +60,10 @@ const struct lj_build *lj_target__build(const struct lj_target *t);
 /* ELF vaddr of a named symbol of the target's build, 0 when absent. */
 __u64 lj_target__sym(const struct lj_target *t, const char *name);
 
+/* ELF vaddr of a function the target's file defines (an exported one of a
+ * stripped build too, from .dynsym), 0 when absent. */
+__u64 lj_target__func(const struct lj_target *t, const char *name);
+
 /* File offset (what a uprobe attaches at) of an ELF vaddr, 0 when unmapped. */
 __u64 lj_target__file_offset(const struct lj_target *t, __u64 vaddr);
 
@@ -74,5 +81,9 @@ int lj_target__scan_vms(struct lj_target *t);
 /* Adopt the layout under which g is a verified global_State (a caller that
  * knows its VM); 0, or -1 when no candidate layout verifies there. */
 int lj_target__adopt_vm(struct lj_target *t, __u64 g);
+
+/* What was read of t's build from the build cache did not verify: drop it
+ * there, so that the next use describes the build afresh. */
+void lj_target__distrust(struct lj_target *t);
 
 #endif /* NUPP_LJ_TARGET_H */

@@ -27,8 +27,8 @@
 #include <lauxlib.h>
 #include "lj_target.h"
 #include "privileges.h"
-#include "sampling.h"
-#include "tracer.h"
+#include "sampler.h"
+#include "trace.h"
 #include "zones.h"
 
 #define TICK_US		10000	/* trace events are drained this often */
@@ -337,7 +337,9 @@ static bool opt_bool(lua_State *L, int idx, const char *name)
 
 static int l_sample(lua_State *L)
 {
-	struct sampler_opts o = { .clock = SAMPLER_CLOCK_CPU, .max_stacks = 65536 };
+	/* The API's stacks are as dumpstack renders them, C functions by address. */
+	struct sampler_opts o = { .clock = SAMPLER_CLOCK_CPU, .max_stacks = 65536,
+				  .dumpstack_names = true };
 	struct lsession *s;
 	char err[512];
 
@@ -383,8 +385,8 @@ static int l_trace(lua_State *L)
 	benign = lua_toboolean(L, -1);
 	lua_pop(L, 1);
 	s = session_new(L);
-	s->tracer = tracer__open(&s->target, 1, benign, err, sizeof(err));
-	if (!s->tracer) {
+	s->tracer = tracer__open(&(struct tracer_opts){ .include_benign = benign }, err, sizeof(err));
+	if (!s->tracer || tracer__add_target(s->tracer, &s->target, err, sizeof(err))) {
 		session_close(s);
 		return luaL_error(L, "nupp.profile: %s", err);
 	}

@@ -5,7 +5,9 @@
  *	nupp-bpf record -p PID [-F HZ | -i MS] [-d SEC] [-o FILE] ...
  *	nupp-bpf record [options] -- CMD ARGS...
  *	nupp-bpf trace  -p PID [--include-benign] [-d SEC] [-o FILE]
+ *	nupp-bpf top    -p PID | -- CMD ARGS...	a live view
  *	nupp-bpf -p PID			every channel, each to its default file
+ *	nupp-bpf dump -p PID [--json]	the Lua stack of every VM, now
  */
 #define _GNU_SOURCE
 #include <argp.h>
@@ -19,9 +21,12 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
+#include "dump.h"
 #include "formats.h"
 #include "inspect.h"
+#include "libbpf_setup.h"
 #include "session.h"
+#include "version.h"
 
 static const char doc[] =
 "nupp-bpf -- profile LuaJIT programs from outside, with eBPF.\n"
@@ -30,9 +35,13 @@ static const char doc[] =
 "  record   sample Lua stacks and VM states (collapsed stacks, pprof,\n"
 "           speedscope or an SVG flame graph)\n"
 "  trace    collect JIT trace aborts and blacklistings (CSV)\n"
+"  top      a live view each second: the hottest functions, VM states and\n"
+"           aborts (keys: s self, t total, S and T since the start, q quits)\n"
 "  (none)   both, each to its default file\n"
 "  inspect FILE | -p PID   how nupp-bpf identifies a LuaJIT build, and where\n"
 "           its probes would go (each verified); attaches nothing\n"
+"  dump -p PID [--json]   the Lua stack of every VM of the process now, once,\n"
+"           with its VM state and each frame's line; blocked threads too\n"
 "\v"
 "EXAMPLES:\n"
 "  sudo nupp-bpf -p 1234                  # profile and trace a running process\n"
@@ -41,14 +50,18 @@ static const char doc[] =
 "  sudo nupp-bpf record -p 1234 -o app.pb.gz      # pprof: go tool pprof\n"
 "  sudo nupp-bpf record -p 1234 -o a.json -o a.svg # speedscope, flame graph\n"
 "  sudo nupp-bpf trace -p 1234 -o aborts.csv\n"
+"  sudo nupp-bpf dump -p 1234             # where is it stuck?\n"
+"  sudo nupp-bpf top -p 1234 -F 997\n"
+"  sudo nupp-bpf record -p 1234 --rotate 60 --keep 1440 -o /var/lib/nupp/\n"
 "  flamegraph.pl nupp-1234.collapsed > flame.svg\n";
 
-static const char args_doc[] = "[record|trace] [-- CMD ARGS...]\ninspect FILE|-p PID";
+static const char args_doc[] = "[record|trace|top] [-- CMD ARGS...]\ninspect FILE|-p PID\n"
+			       "dump -p PID [--json]";
 
 enum {
 	OPT_DEPTH = 0x100, OPT_ROOT, OPT_ZONE, OPT_CLOCK, OPT_BENIGN, OPT_THREADS,
-	OPT_MAX_STACKS, OPT_SVG, OPT_NO_SUMMARY, OPT_ZONES, OPT_USAGE, OPT_CHILDREN, OPT_FORMAT,
-	OPT_LINES,
+	OPT_MAX_STACKS, OPT_SVG, OPT_NO_SUMMARY, OPT_ZONES, OPT_USAGE, OPT_VERSION, OPT_CHILDREN, OPT_FORMAT,
+	OPT_LINES, OPT_DUMPSTACK_NAMES, OPT_JSON, OPT_ROTATE, OPT_KEEP,
 };
 
 static const struct argp_option options[] = {
@@ -67,6 +80,8 @@ static const struct argp_option options[] = {
 	{ "zones", OPT_ZONES, NULL, 0, "Start each stack with a [zone PATH] frame", 1 },
 	{ "lines", OPT_LINES, NULL, 0, "Name each Lua frame with its current line "
 	  "(app.lua:update:42), interpreted or compiled", 1 },
+	{ "dumpstack-names", OPT_DUMPSTACK_NAMES, NULL, 0, "Name C functions by address "
+	  "(@0x55d0c0a1b2c0) as LuaJIT's dumpstack does, not by symbol or file+0xADDR", 1 },
 	{ "max-stacks", OPT_MAX_STACKS, "N", 0, "Distinct stacks kept in the kernel (default 65536)", 1 },
 	{ "include-benign", OPT_BENIGN, NULL, 0, "trace: also count aborts that are normal trace formation", 2 },
 	{ "duration", 'd', "SEC", 0, "Stop after SEC seconds (default: until Ctrl-C or exit)", 3 },
@@ -77,10 +92,15 @@ static const struct argp_option options[] = {
 	{ "format", OPT_FORMAT, "FMT", 0, "collapsed, pprof, speedscope or svg: the format of "
 	  "the profile's file (default: by -o's extension; the default job: collapsed)", 3 },
 	{ "svg", OPT_SVG, "FILE", 0, "Also write a flame graph (default job: nupp-PID.svg)", 3 },
+	{ "rotate", OPT_ROTATE, "SEC", 0, "record: one profile every SEC seconds into -o DIR "
+	  "(default .), as DIR/nupp-PID-YYYYMMDDTHHMMSSZ.pb.gz (UTC; --format applies)", 3 },
+	{ "keep", OPT_KEEP, "N", 0, "With --rotate: keep the newest N files (default all)", 3 },
 	{ "no-summary", OPT_NO_SUMMARY, NULL, 0, "No summary on stderr at the end", 3 },
+	{ "json", OPT_JSON, NULL, 0, "dump: JSON instead of text (schema in the README)", 3 },
 	{ "verbose", 'v', NULL, 0, "libbpf debug output", 3 },
 	{ "help", 'h', NULL, 0, "Give this help list", -1 },
 	{ "usage", OPT_USAGE, NULL, 0, "Give a short usage message", -1 },
+	{ "version", OPT_VERSION, NULL, 0, "Print the version and the commit built", -1 },
 	{},
 };
 
@@ -130,6 +150,21 @@ static void check_outputs(const struct session_opts *o)
 		usage_error("at most one -o -");
 }
 
+/* top and --rotate, against what they go with. */
+static void check_live(const struct session_opts *o)
+{
+	if (o->top && (o->noutputs || o->format >= 0 || o->svg))
+		usage_error("top writes no files (-o, --format and --svg are for record)");
+	if (o->keep && !o->rotate)
+		usage_error("--keep goes with --rotate");
+	if (o->rotate && (o->channels != SESSION_SAMPLE || !o->command_given))
+		usage_error("--rotate is for record");
+	if (o->rotate && (o->noutputs > 1 || o->svg))
+		usage_error("--rotate writes its files into one directory: one -o DIR, no --svg");
+	if (o->rotate && o->noutputs && !strcmp(o->outputs[0], "-"))
+		usage_error("--rotate writes files into a directory, not to stdout");
+}
+
 static error_t parse_opt(int key, char *arg, struct argp_state *state)
 {
 	struct session_opts *o = state->input;
@@ -177,6 +212,9 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_LINES:
 		o->sampler.lines = true;
 		break;
+	case OPT_DUMPSTACK_NAMES:
+		o->sampler.dumpstack_names = true;
+		break;
 	case OPT_MAX_STACKS:
 		o->sampler.max_stacks = parse_num("--max-stacks", arg, 16, 1 << 22);
 		break;
@@ -199,17 +237,29 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_SVG:
 		o->svg = arg;
 		break;
+	case OPT_ROTATE:
+		o->rotate = parse_num("--rotate", arg, 1, 365L * 86400);
+		break;
+	case OPT_KEEP:
+		o->keep = parse_num("--keep", arg, 1, 1000000);
+		break;
 	case OPT_NO_SUMMARY:
 		o->summary = false;
 		break;
+	case OPT_JSON:
+		o->json = true;
+		break;
 	case 'v':
-		o->sampler.verbose = true;
+		libbpf_setup__verbose(true);
 		break;
 	case 'h':
 		argp_help(state->root_argp, stdout, ARGP_HELP_STD_HELP & ~ARGP_HELP_EXIT_OK, "nupp-bpf");
 		exit(0);
 	case OPT_USAGE:
 		argp_help(state->root_argp, stdout, ARGP_HELP_USAGE, "nupp-bpf");
+		exit(0);
+	case OPT_VERSION:
+		printf("nupp-bpf %s\n", NUPP_VERSION);
 		exit(0);
 	case ARGP_KEY_ERROR:
 		o->bad_arg = state->next > 0 && state->next <= state->argc ?
@@ -230,9 +280,13 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 				o->channels = SESSION_TRACE;
 			else if (!strcmp(arg, "inspect"))
 				o->inspect = true;
+			else if (!strcmp(arg, "dump"))
+				o->dump = true;
+			else if (!strcmp(arg, "top"))
+				o->top = true, o->summary = false;	/* the screen says it */
 			else
-				usage_error("unknown command '%s' (record or trace; a program to "
-					    "launch goes after --)", arg);
+				usage_error("unknown command '%s' (record, trace, top, inspect or dump; "
+					    "a program to launch goes after --)", arg);
 			o->command_given = true;
 			break;
 		}
@@ -244,6 +298,14 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 			usage_error("inspect takes one FILE or one -p PID");
 		if (o->inspect)
 			break;
+		if (o->dump && (o->npids != 1 || o->argv))
+			usage_error("dump takes one -p PID");
+		if (o->dump && (o->noutputs || o->svg || o->format >= 0 || o->children || o->duration))
+			usage_error("dump writes to stdout, once: it takes -p PID and --json");
+		if (o->json && !o->dump)
+			usage_error("--json is for dump");
+		if (o->dump)
+			break;
 		if (!o->npids && !o->argv)
 			usage_error("nothing to profile: give -p PID or -- CMD ARGS");
 		if (o->npids && o->argv)
@@ -251,6 +313,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		if (o->children && !o->npids)
 			usage_error("--children goes with -p (a launched command's children are "
 				    "always profiled)");
+		check_live(o);
 		check_outputs(o);
 		break;
 	default:
@@ -285,5 +348,7 @@ int main(int argc, char **argv)
 			    o.bad_arg ? o.bad_arg : "?");
 	if (o.inspect)
 		return inspect__run(o.inspect_file, o.npids ? o.pids[0] : 0);
+	if (o.dump)
+		return dump__run(o.pids[0], o.json);
 	return session__run(&o);
 }

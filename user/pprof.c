@@ -16,6 +16,7 @@
 #include "keymap.h"
 #include "pprof.h"
 #include "profile.pb-c.h"
+#include "util.h"
 
 typedef Perftools__Profiles__Profile pb_profile;
 typedef Perftools__Profiles__ValueType pb_value_type;
@@ -57,15 +58,8 @@ static long str(struct builder *b, const char *s)
 
 	if (at >= 0)
 		return at;
-	if (m->n_string_table == b->strings_cap) {
-		size_t cap = b->strings_cap ? 2 * b->strings_cap : 256;
-		char **t = realloc(m->string_table, cap * sizeof(*t));
-
-		if (!t)
-			return -1;
-		m->string_table = t;
-		b->strings_cap = cap;
-	}
+	if (ARRAY_ROOM(m->string_table, m->n_string_table, b->strings_cap, 256))
+		return -1;
 	copy = format__utf8_dup(s);	/* protobuf strings are UTF-8 */
 	if (!copy || keymap__put(&b->strings, s, strlen(s), m->n_string_table)) {
 		free(copy);

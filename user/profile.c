@@ -5,6 +5,8 @@
 #include <string.h>
 #include "keymap.h"
 #include "profile.h"
+#include "symbolize.h"
+#include "util.h"
 
 const char *const profile_state_names[NUPP_ST_MAX] = {
 	"compiled", "interpreted", "C", "GC", "compiling",
@@ -40,15 +42,8 @@ static long frame_append(struct profile *p, const struct profile_frame *f)
 {
 	struct profile_frame *c;
 
-	if (p->nframes == p->frames_cap) {
-		size_t cap = p->frames_cap ? 2 * p->frames_cap : 256;
-		struct profile_frame *frames = realloc(p->frames, cap * sizeof(*frames));
-
-		if (!frames)
-			return -1;
-		p->frames = frames;
-		p->frames_cap = cap;
-	}
+	if (ARRAY_ROOM(p->frames, p->nframes, p->frames_cap, 256))
+		return -1;
 	c = &p->frames[p->nframes];
 	*c = *f;
 	c->name = strdup(f->name);
@@ -145,17 +140,7 @@ static char *stack_join(const struct profile *p, const __u32 *frames, __u32 n)
 /* Room for one more row; 0 or -1. */
 static int rows_reserve(struct profile *p)
 {
-	size_t cap = p->cap ? 2 * p->cap : 256;
-	struct profile_row *rows;
-
-	if (p->nrows < p->cap)
-		return 0;
-	rows = realloc(p->rows, cap * sizeof(*rows));
-	if (!rows)
-		return -1;
-	p->rows = rows;
-	p->cap = cap;
-	return 0;
+	return ARRAY_ROOM(p->rows, p->nrows, p->cap, 256);
 }
 
 static void row_free(struct profile_row *r)
@@ -301,14 +286,22 @@ static int line_cmp(const void *a, const void *b)
 char *profile_row__text(const struct profile_row *r, const struct render_opts *o)
 {
 	const char *stack = stack__cut_root(r->stack, o->root);
-	char *text = NULL, thread[96] = "", zone[16 + 4096] = "";
+	struct strbuf zone = { 0 };
+	char *text = NULL, thread[96] = "";
+	int err = 0;
 
 	if (o->threads)
 		snprintf(thread, sizeof(thread), "[%u/%u vm 0x%llx];", r->pid, r->tid,
 			 (unsigned long long)r->g);
+	/* A zone path is the target's own string: escaped as frame names are,
+	 * or a ';' or a newline in it would split the line. */
 	if (o->zones && r->zone[0])
-		snprintf(zone, sizeof(zone), "[zone %s];", r->zone);
-	return asprintf(&text, "%s%s%s", thread, zone, stack) < 0 ? NULL : text;
+		err = strbuf__puts(&zone, "[zone ") || sym_escape(&zone, r->zone, strlen(r->zone)) ||
+		      strbuf__puts(&zone, "];");
+	if (!err && asprintf(&text, "%s%s%s", thread, zone.buf ? zone.buf : "", stack) < 0)
+		text = NULL;
+	strbuf__free(&zone);
+	return text;
 }
 
 long profile__write_collapsed(const struct profile *p, const struct render_opts *o,

@@ -1,8 +1,21 @@
 // SPDX-License-Identifier: MIT
-/* session.c - one run of nupp-bpf: targets, channels, outputs, summary. */
+/*
+ * session.c - one run of nupp-bpf, from its targets to its end.
+ *
+ * The session follows processes (struct place): the -p targets, or the
+ * launched command (launch.c), and the processes they start and execute.
+ * Each one that holds LuaJIT is identified (lj_target.h) and handed to both
+ * channels, the sampler and the trace-abort collector. Then it polls: every
+ * 10 ms the channels' events, every 100 ms the processes (exits, execs, new
+ * children, zone modules, VMs not found yet), until the duration ends, a
+ * signal comes or the targets exit. At the end it writes its files
+ * (session_files.c), says its summary (summary.c) and leaves the probes'
+ * removal to a child (detach.c).
+ */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,24 +23,22 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <dirent.h>
-#include <elf.h>
-#include <sys/ptrace.h>
 #include <sys/resource.h>
-#include <sys/user.h>
-#include <sys/wait.h>
-#include "formats.h"
-#include "output.h"
+#include "detach.h"
+#include "launch.h"
 #include "privileges.h"
 #include "procmem.h"
 #include "session.h"
-#include "trace_reasons.h"
-#include "tracer.h"
+#include "session_files.h"
+#include "summary.h"
+#include "top.h"
+#include "trace.h"
+#include "util.h"
 #include "zones.h"
 #include "../bpf/places.h"
 
 #define TICK_MS		10	/* trace events are drained this often */
-#define POLL_TICKS	10	/* symbolize new stacks every 100 ms */
+#define POLL_TICKS	10	/* poll the targets every 100 ms */
 
 static volatile sig_atomic_t stop_signal;
 static struct rlimit fd_limit;	/* as we were started: the launched command's */
@@ -57,22 +68,13 @@ void session__error(const char *fmt, ...)
 	va_end(ap);
 }
 
-static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void note(const char *fmt, ...)
+void session__note(const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
 	say("nupp-bpf: ", fmt, ap);
 	va_end(ap);
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* A process the session follows: a -p target, the launched command, or one
@@ -86,7 +88,8 @@ struct place {
 					 * process it is */
 	bool identified;		/* LuaJIT found in it */
 	bool attached;
-	unsigned next_scan;		/* tick of the next VM scan, */
+	unsigned fast_scans;		/* VM scans made a millisecond apart */
+	unsigned next_scan;		/* tick of the next VM scan after those, */
 	unsigned scan_every;		/* ticks after the last one */
 	__u64 code_seen;		/* lj_target__code_digest, last seen */
 	bool code_tried;		/* identified with that code, in vain */
@@ -105,23 +108,13 @@ struct run {
 	int nplaces;
 	bool places_full;		/* more processes started than followed; said so */
 	bool follow_children;		/* launched or --children */
-	pid_t child;			/* launched command, 0 for -p */
-	int child_status;
-	bool child_reaped;
-	int release_fd;			/* write end of the child's start pipe */
+	struct launch launched;		/* the launched command; child 0 for -p */
 	struct sampler *sampler;	/* NULL when not sampling */
 	struct tracer *tracer;		/* NULL when not tracing, or not yet */
 	bool trace_failed;		/* the collector could not attach; said so */
 	bool unsupported;		/* the launched command's LuaJIT cannot be used */
-	struct profile_out {		/* the profile's files */
-		struct output out;	/* written through a new file (output.h) */
-		enum profile_format format;
-		char name[4096];
-	} pouts[SESSION_MAX_OUTPUTS + 1];
-	int npouts;
-	struct output csv;		/* the trace aborts' */
-	char csv_name[4096];
-	bool created;			/* outputs were created: remove them on failure */
+	struct session_files files;
+	struct top *top;		/* the top command's view, while it runs */
 	char err[1024];
 	char title[512];		/* what is profiled, as the formats say it */
 	double started;
@@ -138,6 +131,45 @@ static bool tracing(const struct run *r)
 	return r->o->channels & SESSION_TRACE;
 }
 
+/* The sampler's BPF object is loaded (its maps made, the verifier run:
+ * ~40 ms) on a thread of its own while the -p targets are identified
+ * (~40 ms more): the two overlap, and the first sample comes that much
+ * sooner. Nothing of the one depends on the other. */
+struct sampler_load {
+	pthread_t thread;
+	bool running;
+	const struct sampler_opts *opts;
+	struct sampler *sampler;
+	char err[sizeof(((struct run *)0)->err)];	/* as long as the session's */
+};
+
+static void *sampler_load_run(void *arg)
+{
+	struct sampler_load *l = arg;
+
+	l->sampler = sampler__open(l->opts, l->err, sizeof(l->err));
+	return NULL;
+}
+
+static void sampler_load_start(struct sampler_load *l, const struct sampler_opts *opts)
+{
+	l->opts = opts;
+	l->running = !pthread_create(&l->thread, NULL, sampler_load_run, l);
+	if (!l->running)
+		sampler_load_run(l);	/* no thread: load it here */
+}
+
+/* The loaded sampler, NULL with why in err. */
+static struct sampler *sampler_load_wait(struct sampler_load *l, char *err, size_t errsz)
+{
+	if (l->running)
+		pthread_join(l->thread, NULL);
+	l->running = false;
+	if (!l->sampler)
+		snprintf(err, errsz, "%s", l->err);
+	return l->sampler;
+}
+
 /* A new place for process pid (started at start, a child of parent or 0);
  * -1 when all are taken, which is said once. */
 static int new_place(struct run *r, pid_t pid, unsigned long long start, pid_t parent)
@@ -146,10 +178,10 @@ static int new_place(struct run *r, pid_t pid, unsigned long long start, pid_t p
 
 	if (!pl) {
 		if (!r->places_full && r->nplaces == NUPP_MAX_PLACES)
-			note("note: more than %d processes to follow; later ones are not "
+			session__note("note: more than %d processes to follow; later ones are not "
 			     "profiled", NUPP_MAX_PLACES);
 		else if (!r->places_full)
-			note("note: out of memory; later processes are not profiled");
+			session__note("note: out of memory; later processes are not profiled");
 		r->places_full = true;
 		return -1;
 	}
@@ -160,39 +192,6 @@ static int new_place(struct run *r, pid_t pid, unsigned long long start, pid_t p
 	return r->nplaces++;
 }
 
-/* Fork the command, held before exec until release(). It asks to be traced
- * so that it stops right after exec: the LuaJIT linked into the executable
- * is then found and probed before any Lua code runs. */
-static int launch(struct run *r)
-{
-	int pipefd[2];
-	char c;
-
-	if (pipe2(pipefd, O_CLOEXEC)) {
-		session__error("pipe: %s", strerror(errno));
-		return -1;
-	}
-	r->child = fork();
-	if (r->child < 0) {
-		session__error("fork: %s", strerror(errno));
-		return -1;
-	}
-	if (r->child == 0) {
-		close(pipefd[1]);
-		if (read(pipefd[0], &c, 1) != 1)
-			_exit(127);	/* nupp-bpf gave up before starting it */
-		ptrace(PTRACE_TRACEME, 0, NULL, NULL);
-		if (fd_limit.rlim_max)
-			setrlimit(RLIMIT_NOFILE, &fd_limit);
-		execvp(r->o->argv[0], r->o->argv);
-		session__error("cannot run %s: %s", r->o->argv[0], strerror(errno));
-		_exit(127);
-	}
-	close(pipefd[0]);
-	r->release_fd = pipefd[1];
-	return new_place(r, r->child, procmem__start_time(r->child), 0) < 0 ? -1 : 0;
-}
-
 /* Whether the kernel lists a process's children (CONFIG_PROC_CHILDREN); its
  * file in *path. */
 static bool children_listed(char *path, size_t size)
@@ -201,267 +200,41 @@ static bool children_listed(char *path, size_t size)
 	return !access(path, R_OK);
 }
 
+/* Launch the command, held before its exec until release(). */
+static int launch(struct run *r)
+{
+	if (launch__start(&r->launched, r->o->argv, &fd_limit))
+		return -1;
+	return new_place(r, r->launched.child, procmem__start_time(r->launched.child), 0) < 0 ?
+	       -1 : 0;
+}
+
 static int attach_target(struct run *r, struct place *pl, bool final);
 static void trace_target(struct run *r, struct place *pl);
-static void trace_zones(struct run *r, struct place *pl);
 
-/* The program's entry point (AT_ENTRY), 0 when unknown. */
-static __u64 entry_point(pid_t pid)
-{
-	char path[64];
-	Elf64_auxv_t av;
-	__u64 entry = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/auxv", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (fread(&av, sizeof(av), 1, f) == 1 && av.a_type != AT_NULL)
-		if (av.a_type == AT_ENTRY)
-			entry = av.a_un.a_val;
-	fclose(f);
-	return entry;
-}
-
-/* Run the traced child to its entry point, where the dynamic loader has
- * mapped every library it needs and no code of the program has run: a
- * breakpoint there, taken and removed. false when it did not get there. */
-static bool run_to_entry(struct run *r)
-{
-	__u64 entry = entry_point(r->child);
-	struct user_regs_struct regs;
-	long word;
-	int st;
-
-	errno = 0;
-	word = entry ? ptrace(PTRACE_PEEKTEXT, r->child, (void *)entry, NULL) : -1;
-	if (!entry || errno ||
-	    ptrace(PTRACE_POKETEXT, r->child, (void *)entry, (void *)((word & ~0xffL) | 0xcc)))
-		return false;
-	for (int sig = 0;;) {
-		if (ptrace(PTRACE_CONT, r->child, NULL, (void *)(long)sig) ||
-		    waitpid(r->child, &st, 0) != r->child)
-			return false;
-		if (!WIFSTOPPED(st)) {		/* it died before its entry point */
-			r->child_status = st;
-			r->child_reaped = true;
-			return false;
-		}
-		if (WSTOPSIG(st) == SIGTRAP)
-			break;
-		sig = WSTOPSIG(st);		/* not ours: deliver it */
-	}
-	if (ptrace(PTRACE_GETREGS, r->child, NULL, &regs) || regs.rip != entry + 1)
-		return false;
-	regs.rip = entry;
-	return !ptrace(PTRACE_POKETEXT, r->child, (void *)entry, (void *)word) &&
-	       !ptrace(PTRACE_SETREGS, r->child, NULL, &regs);
-}
-
-#define EXEC_WAIT_MS	300	/* how long a command without LuaJIT may take to exec another */
 #define MAX_EXECS	8	/* wrappers followed through (env, chroot, unshare, nice ...) */
 
-/* Whether process pid has started a process (its main thread's children). */
-static bool has_children(pid_t pid)
-{
-	char path[64], c = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	if (fread(&c, 1, 1, f) != 1)
-		c = 0;
-	fclose(f);
-	return c != 0;
-}
-
-/* Stop the running traced child where it is, for a detach: SIGSTOP, which
- * the detach then suppresses; a signal of its own met on the way is
- * handed back in *sig. false when it exited instead. */
-static bool stop_child(struct run *r, int *sig)
-{
-	int st;
-
-	kill(r->child, SIGSTOP);
-	for (;;) {
-		if (waitpid(r->child, &st, 0) != r->child || !WIFSTOPPED(st)) {
-			r->child_status = st;
-			r->child_reaped = true;
-			return false;
-		}
-		if (WSTOPSIG(st) == SIGSTOP && !(st >> 16))
-			return true;
-		if (!(st >> 16))	/* a signal of its own, delivered at the detach; */
-			*sig = WSTOPSIG(st);	/* an exec event (SIGTRAP) is not one */
-		if (ptrace(PTRACE_CONT, r->child, NULL, NULL))
-			return false;
-	}
-}
-
-/* A command with no LuaJIT at its entry point is often a wrapper that
- * executes the real program at once (env, chroot, unshare, nice): let it
- * run to its next exec, and stop there, as after the first. Its signals
- * pass on at once. false when it did not exec within EXEC_WAIT_MS or
- * started a process first (it is then stopped, ready to be detached, with
- * *sig to deliver), or exited. */
-static bool run_to_exec(struct run *r, int *sig)
-{
-	struct timespec t0, now;
-	int st, pending = 0;
-
-	if (ptrace(PTRACE_SETOPTIONS, r->child, NULL, (void *)PTRACE_O_TRACEEXEC))
-		return false;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (ptrace(PTRACE_CONT, r->child, NULL, NULL))
-		return false;
-	for (;;) {
-		pid_t w = waitpid(r->child, &st, WNOHANG);
-
-		if (w == r->child && !WIFSTOPPED(st)) {
-			r->child_status = st;
-			r->child_reaped = true;
-			return false;
-		}
-		if (w == r->child && st >> 8 == (SIGTRAP | PTRACE_EVENT_EXEC << 8))
-			return true;
-		if (w == r->child) {		/* a signal of its own: deliver it */
-			pending = st >> 16 ? 0 : WSTOPSIG(st);	/* an event stop is none */
-			if (ptrace(PTRACE_CONT, r->child, NULL, (void *)(long)pending))
-				return false;
-			continue;
-		}
-		/* No exec within the wait, or a fork instead (a shell running its
-		 * script): stopped for the detach (or gone); its children are
-		 * followed from the polls on. */
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 > EXEC_WAIT_MS ||
-		    has_children(r->child)) {
-			stop_child(r, sig);
-			return false;
-		}
-		usleep(1000);
-	}
-}
-
-/* Let the held command exec. It stops after exec: LuaJIT linked into the
- * executable is found then, LuaJIT in a library at the program's entry
- * point; either way before any Lua code runs. A wrapper that executes
- * another program is followed through that exec. Then the command runs
- * on, untraced. */
+/* Let the held command exec, and attach where it stops: right after the
+ * exec, else at its entry point; a wrapper (no LuaJIT there) is followed
+ * to its next exec. Then the command runs on, untraced. */
 static void release(struct run *r)
 {
-	int st, a = 0, sig = 0;
+	struct launch *l = &r->launched;
+	int a = 0, sig = 0;
 
-	if (write(r->release_fd, "go", 1) != 1)
-		session__error("cannot start %s", r->o->argv[0]);
-	close(r->release_fd);
-	r->release_fd = -1;
-	if (waitpid(r->child, &st, 0) != r->child)
+	if (!launch__release(l, r->o->argv[0]))
 		return;
-	if (!WIFSTOPPED(st)) {		/* exec failed: it already exited */
-		r->child_status = st;
-		r->child_reaped = true;
-		return;
-	}
 	for (int execs = 0; execs <= MAX_EXECS; execs++) {
 		a = attach_target(r, r->places[0], false);
-		if (!a && run_to_entry(r))
+		if (!a && launch__run_to_entry(l))
 			a = attach_target(r, r->places[0], false);
-		if (a || r->child_reaped || execs == MAX_EXECS || !run_to_exec(r, &sig))
+		if (a || l->reaped || execs == MAX_EXECS || !launch__run_to_exec(l, &sig))
 			break;
 	}
 	if (a > 0)
 		trace_target(r, r->places[0]);
 	r->unsupported = a < 0;		/* said so; the command runs on unprofiled */
-	if (!r->child_reaped)
-		ptrace(PTRACE_DETACH, r->child, NULL, (void *)(long)sig);
-}
-
-static void add_profile_out(struct run *r, const char *name, enum profile_format f)
-{
-	struct profile_out *po = &r->pouts[r->npouts++];
-
-	snprintf(po->name, sizeof(po->name), "%s", name);
-	po->format = f;
-}
-
-/* The profile's files. record: each -o FILE in the format its extension
- * names, unless --format says (default nupp-PID.collapsed, or the --format's
- * extension). The default job: NAME.collapsed (or --format's) and NAME.svg
- * (default NAME nupp-PID). --svg FILE adds a flame graph, or names the
- * default job's. */
-static void profile_names(struct run *r, const char *base)
-{
-	const struct session_opts *o = r->o;
-	enum profile_format f = o->format >= 0 ? (enum profile_format)o->format : FORMAT_COLLAPSED;
-	char name[4096];
-
-	for (int i = 0; o->command_given && i < o->noutputs; i++)
-		add_profile_out(r, o->outputs[i],
-				o->format >= 0 ? (enum profile_format)o->format
-					       : format__of_file(o->outputs[i]));
-	if (!o->command_given || !o->noutputs) {
-		snprintf(name, sizeof(name), "%s%s", base, format__ext(f));
-		add_profile_out(r, name, f);
-	}
-	if (o->svg) {
-		add_profile_out(r, o->svg, FORMAT_SVG);
-	} else if (!o->command_given && f != FORMAT_SVG) {
-		snprintf(name, sizeof(name), "%s.svg", base);
-		add_profile_out(r, name, FORMAT_SVG);
-	}
-}
-
-/* Output names. trace: -o FILE (default nupp-PID-aborts.csv). The default
- * job writes every channel: -o NAME gives NAME-aborts.csv and the profile's
- * files (profile_names). */
-static void output_names(struct run *r)
-{
-	const struct session_opts *o = r->o;
-	char base[4000];
-
-	if (o->noutputs)
-		snprintf(base, sizeof(base), "%s", o->outputs[0]);
-	else
-		snprintf(base, sizeof(base), "nupp-%d", r->places[0]->pid);
-	if (tracing(r))
-		snprintf(r->csv_name, sizeof(r->csv_name),
-			 o->command_given && o->noutputs ? "%s" : "%s-aborts.csv", base);
-	if (sampling(r))
-		profile_names(r, base);
-}
-
-/* Open every output now: an unwritable one fails before anything attaches. */
-static int open_outputs(struct run *r)
-{
-	char err[PATH_MAX + 128];
-
-	output_names(r);
-	r->created = true;
-	if (output__open(&r->csv, r->csv_name, err, sizeof(err)))
-		goto fail;
-	for (int i = 0; i < r->npouts; i++)
-		if (output__open(&r->pouts[i].out, r->pouts[i].name, err, sizeof(err)))
-			goto fail;
-	return 0;
-fail:
-	session__error("%s", err);
-	return -1;
-}
-
-/* Finish an output; false (and an error line) when it could not be written. */
-static bool close_one(struct output *o)
-{
-	char err[PATH_MAX + 128];
-
-	if (output__commit(o, err, sizeof(err))) {
-		session__error("%s", err);
-		return false;
-	}
-	return true;
+	launch__detach(l, sig);
 }
 
 /* A process followed as the child of another. */
@@ -526,12 +299,19 @@ fail:
 		return -1;
 	}
 	if (pl->reborn)
-		note("note: PID %d is not profiled after its exec: %s", pl->pid, r->err);
+		session__note("note: PID %d is not profiled after its exec: %s", pl->pid, r->err);
 	else
-		note("note: PID %d, a child of PID %d, is not profiled: %s", pl->pid,
+		session__note("note: PID %d, a child of PID %d, is not profiled: %s", pl->pid,
 		     pl->parent, r->err);
 	pl->exited = true;
 	return 0;
+}
+
+/* The zone state, found before the probe went on, to the trace channel. */
+static void trace_zones(struct run *r, struct place *pl)
+{
+	if (r->tracer && pl->zones && zones__state_addr(pl->zones))
+		tracer__set_zone_state(r->tracer, pl->pid, zones__state_addr(pl->zones));
 }
 
 /* The trace collector could not be opened (why in r->err): `trace` fails, the
@@ -540,9 +320,19 @@ static void tracer_failed(struct run *r)
 {
 	r->trace_failed = true;
 	if (sampling(r))
-		note("note: trace aborts are not collected: %s", r->err);
+		session__note("note: trace aborts are not collected: %s", r->err);
 	else
 		session__error("%s", r->err);
+}
+
+/* Load the trace collector, once; false when it could not be (said). */
+static bool tracer_ready(struct run *r)
+{
+	struct tracer_opts to = { .include_benign = r->o->include_benign };
+
+	if (!r->tracer && !(r->tracer = tracer__open(&to, r->err, sizeof(r->err))))
+		tracer_failed(r);
+	return r->tracer != NULL;
 }
 
 /* Attach the trace collector to every -p target at once. Where LuaJIT's
@@ -550,46 +340,37 @@ static void tracer_failed(struct run *r)
  * sampling. */
 static void open_tracer(struct run *r)
 {
-	if (!tracing(r) || r->tracer || r->trace_failed)
+	if (!tracing(r) || r->tracer || r->trace_failed || !tracer_ready(r))
 		return;
-	r->tracer = tracer__open(&r->places[0]->t, 1, r->o->include_benign, r->err, sizeof(r->err));
-	for (int i = 1; r->tracer && i < r->nplaces; i++)
+	for (int i = 0; i < r->nplaces; i++)
 		if (tracer__add_target(r->tracer, &r->places[i]->t, r->err, sizeof(r->err))) {
 			tracer__close(r->tracer);
 			r->tracer = NULL;
+			tracer_failed(r);
+			return;
 		}
-	if (!r->tracer)
-		tracer_failed(r);
-	for (int i = 0; r->tracer && i < r->nplaces; i++)
+	for (int i = 0; i < r->nplaces; i++)
 		trace_zones(r, r->places[i]);
 }
 
 /* Attach the trace collector to pl's process, found after the -p ones or
- * launched, opening it with the first that loads LuaJIT. If that one fails,
- * as open_tracer(); a later one is left out with a note. */
-/* The zone state, found before the probe went on, to the trace channel. */
-static void trace_zones(struct run *r, struct place *pl)
-{
-	if (r->tracer && pl->zones && zones__state_addr(pl->zones))
-		tracer__set_zone_state(r->tracer, pl->pid, zones__state_addr(pl->zones));
-}
-
+ * launched. If the first one fails, as open_tracer(); a later one is left
+ * out with a note. */
 static void trace_target(struct run *r, struct place *pl)
 {
-	if (!tracing(r) || r->trace_failed)
+	bool first = !r->tracer;
+
+	if (!tracing(r) || r->trace_failed || !tracer_ready(r))
 		return;
-	if (r->tracer) {
-		if (tracer__add_target(r->tracer, &pl->t, r->err, sizeof(r->err)))
-			note("note: trace aborts of PID %d are not collected: %s", pl->pid, r->err);
-		else
-			trace_zones(r, pl);
-		return;
-	}
-	r->tracer = tracer__open(&pl->t, 1, r->o->include_benign, r->err, sizeof(r->err));
-	if (!r->tracer)
-		tracer_failed(r);
-	else
+	if (!tracer__add_target(r->tracer, &pl->t, r->err, sizeof(r->err))) {
 		trace_zones(r, pl);
+	} else if (first) {
+		tracer__close(r->tracer);
+		r->tracer = NULL;
+		tracer_failed(r);
+	} else {
+		session__note("note: trace aborts of PID %d are not collected: %s", pl->pid, r->err);
+	}
 }
 
 /* Follow process pid, a child of parent, from now on, unless it is already
@@ -652,7 +433,7 @@ static void follow_exec(struct run *r, struct place *pl)
 
 	retire(r, pl);
 	pl->execed = true;
-	note("note: PID %d executed another program; what it ran until then is kept%s",
+	session__note("note: PID %d executed another program; what it ran until then is kept%s",
 	     pl->pid, j < 0 ? "" : ", and it is profiled on if the new one loads LuaJIT");
 	if (j >= 0)
 		r->places[j]->reborn = true;
@@ -711,7 +492,7 @@ static void status_line(struct run *r, bool clear)
 {
 	__u64 samples = 0, stacks = 0;
 
-	if (!isatty(STDERR_FILENO))
+	if (r->top || !isatty(STDERR_FILENO))	/* top's screen says it */
 		return;
 	if (clear) {
 		fputs("\r\033[K", stderr);
@@ -720,31 +501,93 @@ static void status_line(struct run *r, bool clear)
 	}
 	if (r->sampler)
 		sampler__progress(r->sampler, &samples, &stacks);
-	fprintf(stderr, "\r\033[Knupp-bpf: %.1f s, %llu samples, %llu stacks", now() - r->started,
+	fprintf(stderr, "\r\033[Knupp-bpf: %.1f s, %llu samples, %llu stacks", monotonic_s() - r->started,
 		(unsigned long long)samples, (unsigned long long)stacks);
 	status_shown = true;
 }
 
-/* Reap the launched child when it has exited. */
-static void check_child(struct run *r, bool block)
+/* A target attached before it created its VM (launched at exec) is scanned
+ * for it every millisecond for its first FAST_SCANS ms (wait_tick()), then
+ * at each poll, twice as long after each scan, until one is found. LuaJIT
+ * creates its VM first thing, and its first work (the loader parsing the
+ * main chunk, a large allocation) is C code, where r14 is not DISPATCH:
+ * until the VM is found or a sample in the interpreter names it, a sample
+ * there finds no VM. Scanning every poll (100 ms) lost 4-36 samples of each
+ * launch of tests/corpus/ so; a scan at start-up reads well under a
+ * megabyte. */
+#define FAST_SCANS	100
+
+static bool vm_awaited(const struct place *pl)
 {
-	if (r->child && !r->child_reaped &&
-	    waitpid(r->child, &r->child_status, block ? 0 : WNOHANG) == r->child)
-		r->child_reaped = true;
+	return pl->attached && !pl->exited && !pl->t.ngs;
 }
 
-/* A target attached before it created its VM (launched at exec) is scanned
- * for it, twice as long after each scan, until one is found. */
+/* Scan pl's process for its VM; whether one was found. The samples that
+ * found no VM before a scan that finds none were taken before the process
+ * had one (the dynamic loader, libc's start-up): outside Lua, not
+ * unresolved. */
+static bool scan_for_vm(struct run *r, struct place *pl)
+{
+	__u64 vmless = r->sampler ? sampler__vmless(r->sampler, pl->pid) : 0;
+
+	if (!lj_target__scan_vms(&pl->t)) {
+		if (r->sampler)
+			sampler__before_vm(r->sampler, pl->pid, vmless);
+		return false;
+	}
+	if (r->sampler)
+		sampler__refresh_target(r->sampler, &pl->t);
+	return true;
+}
+
 static void scan_vms(struct run *r, struct place *pl, unsigned tick)
 {
 	struct lj_target *t = &pl->t;
 
-	if (t->ngs || tick < pl->next_scan)
+	if (t->ngs || tick < pl->next_scan || pl->fast_scans < FAST_SCANS)
 		return;
 	pl->scan_every = pl->scan_every ? 2 * pl->scan_every : POLL_TICKS;
 	pl->next_scan = tick + pl->scan_every;
-	if (lj_target__scan_vms(t) && r->sampler)
-		sampler__refresh_target(r->sampler, t);
+	scan_for_vm(r, pl);
+}
+
+/* One fast scan of each place whose VM is awaited; whether any still is. */
+static bool scan_awaited_vms(struct run *r)
+{
+	bool awaited = false;
+
+	for (int i = 0; i < r->nplaces; i++) {
+		struct place *pl = r->places[i];
+
+		if (!vm_awaited(pl) || pl->fast_scans >= FAST_SCANS)
+			continue;
+		pl->fast_scans++;
+		awaited |= !scan_for_vm(r, pl);
+	}
+	return awaited;
+}
+
+/* Wait a tick (TICK_MS), a millisecond at a time while a target's VM is
+ * awaited. A new stack wakes the wait and is named at once: the last
+ * moments of a short program, or code soon freed, are gone by the next
+ * tick (tests/corpus/). After a wake, the next wait comes a millisecond
+ * later, so that a burst of new stacks costs at most one wake per ms. The
+ * trace probe submits without wakeups: its events are taken in after each
+ * wait. */
+static void wait_tick(struct run *r)
+{
+	double end = monotonic_s() + TICK_MS / 1e3;
+
+	for (int left; (left = (int)((end - monotonic_s()) * 1e3 + 0.5)) > 0;) {
+		int step = scan_awaited_vms(r) ? 1 : left;
+
+		if (r->sampler && sampler__wait(r->sampler, step) > 0)
+			usleep(1000);
+		else if (!r->sampler)
+			usleep(step * 1000);
+		if (r->tracer)
+			tracer__poll(r->tracer, 0);
+	}
 }
 
 /* Say that pl's process is being recorded, once it is. */
@@ -757,7 +600,7 @@ static void say_recording(const struct run *r, const struct place *pl)
 		snprintf(parent, sizeof(parent), ", after its exec");
 	else if (is_followed_child(pl))
 		snprintf(parent, sizeof(parent), ", a child of PID %d", pl->parent);
-	note("recording PID %d: %s (%s)%s%s", pl->pid, t->shown, lj_target__build(t)->id, parent,
+	session__note("recording PID %d: %s (%s)%s%s", pl->pid, t->shown, lj_target__build(t)->id, parent,
 	     r->o->duration || parent[0] ? "" : "; Ctrl-C to stop");
 }
 
@@ -773,7 +616,7 @@ static int check_targets(struct run *r, unsigned tick)
 {
 	int alive = 0;
 
-	check_child(r, false);
+	launch__check(&r->launched, false);
 	for (int i = 0; i < r->nplaces; i++) {
 		struct place *pl = r->places[i];
 		struct proc_stat st;
@@ -782,7 +625,7 @@ static int check_targets(struct run *r, unsigned tick)
 			continue;
 		/* Gone, a zombie, or its pid another process's now. */
 		if (procmem__stat(pl->pid, &st) || st.start != pl->start ||
-		    (r->child == pl->pid && r->child_reaped)) {
+		    (r->launched.child == pl->pid && r->launched.reaped)) {
 			retire(r, pl);
 			continue;
 		}
@@ -816,7 +659,7 @@ static int check_targets(struct run *r, unsigned tick)
 	}
 	/* The launched command runs until it is reaped (check_child, above),
 	 * whatever programs it executed and whether any was profiled. */
-	return r->child ? !r->child_reaped : alive;
+	return r->launched.child ? !r->launched.reaped : alive;
 }
 
 /* Process pid's command line, its arguments joined by spaces, into buf;
@@ -857,7 +700,7 @@ static void describe_targets(struct run *r)
 	for (int i = 0; o->argv && o->argv[i] && n < sizeof(r->title); i++)
 		n += snprintf(r->title + n, sizeof(r->title) - n, "%s%s", i ? " " : "", o->argv[i]);
 	if (o->argv && n < sizeof(r->title))
-		snprintf(r->title + n, sizeof(r->title) - n, " (PID %d)", r->child);
+		snprintf(r->title + n, sizeof(r->title) - n, " (PID %d)", r->launched.child);
 	else if (o->children && n < sizeof(r->title))
 		snprintf(r->title + n, sizeof(r->title) - n, " and %s children",
 			 o->npids > 1 ? "their" : "its");
@@ -871,8 +714,8 @@ static void announce(const struct run *r)
 
 		if (pl->attached)
 			say_recording(r, pl);
-		else if (r->child)
-			note("recording PID %d: %s, once it or a process it starts loads LuaJIT",
+		else if (r->launched.child)
+			session__note("recording PID %d: %s, once it or a process it starts loads LuaJIT",
 			     pl->pid, r->o->argv[0]);
 	}
 }
@@ -893,6 +736,39 @@ static bool any_recording(const struct run *r)
 	return false;
 }
 
+/* The live jobs (top.h, rotate.h) start with the recording: top takes the
+ * terminal once every error of the start has been said. 0, or -1. */
+static int start_live(struct run *r)
+{
+	__u64 period = r->sampler ? sampler__period_ns(r->sampler) : 0;	/* trace: none */
+	struct top_opts to = {
+		.render = &r->o->render, .title = r->title,
+		.rate_hz = period ? (unsigned)(1e9 / period + 0.5) : 0,
+	};
+
+	if (r->files.rotate)
+		rotate__start(r->files.rotate);
+	if (r->o->top && !(r->top = top__open(&to))) {
+		session__error("out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* The live jobs' turn at each tick: top's keys and view, --rotate's file
+ * when its interval is over. 1 to stop (q was pressed), -1 when a file
+ * could not be written, else 0. */
+static int live_tick(struct run *r)
+{
+	if (r->top && top__tick(r->top, r->sampler, r->tracer))
+		return 1;
+	if (r->files.rotate && rotate__tick(r->files.rotate, r->sampler, r->err, sizeof(r->err))) {
+		session__error("%s", r->err);
+		return -1;
+	}
+	return 0;
+}
+
 /* Poll until the duration ends, a stop signal comes, or every target (a
  * launched command) exits. While nothing is recorded (a launched process
  * has not mapped LuaJIT yet, one executed another program), look for
@@ -901,13 +777,17 @@ static int record(struct run *r)
 {
 	const struct session_opts *o = r->o;
 
+	if (start_live(r))
+		return -1;
 	for (unsigned tick = 0; !stop_signal; tick++) {
-		int alive;
+		int alive, live;
 
-		if (r->tracer)
-			tracer__poll(r->tracer, TICK_MS);
-		else
-			usleep(TICK_MS * 1000);
+		wait_tick(r);
+		live = live_tick(r);
+		if (live < 0)
+			return -1;
+		if (live)
+			break;
 		if (tick % POLL_TICKS && any_recording(r))
 			continue;
 		if (r->sampler)
@@ -915,104 +795,15 @@ static int record(struct run *r)
 		alive = check_targets(r, tick);
 		if (alive < 0)
 			return -1;
-		if (!alive || (o->duration && now() - r->started >= o->duration))
+		if (!alive || (o->duration && monotonic_s() - r->started >= o->duration))
 			break;
 		if (tick % POLL_TICKS == 0)
 			status_line(r, false);
 	}
 	status_line(r, true);
+	top__close(r->top);		/* the terminal as it was, before the summary */
+	r->top = NULL;
 	return 0;
-}
-
-static void sample_summary(struct run *r, const struct profile *p, const struct sampler_stats *st,
-			   long stacks)
-{
-	static const char *const names[NUPP_ST_MAX] = {
-		"compiled", "interpreted", "C", "GC", "compiling",
-	};
-	__u64 state[NUPP_ST_MAX], total = 0, bad = 0;
-
-	profile__totals(p, &r->o->render, state);
-	for (int i = 0; i < NUPP_ST_MAX; i++)
-		total += state[i];
-	fprintf(stderr, "nupp-bpf: %.1f s, %llu samples, %ld stacks\n", now() - r->started,
-		(unsigned long long)total, stacks);
-	if (total) {
-		fputs("  VM states:", stderr);
-		for (int i = 0; i < NUPP_ST_MAX; i++)
-			fprintf(stderr, " %s %.1f%%", names[i], 100.0 * state[i] / total);
-		fputc('\n', stderr);
-	}
-	/* A thread with no function on its Lua stack runs the program's own
-	 * code (an nginx worker between requests): not a failure to resolve. */
-	if (st->unresolved[NUPP_ERR_NO_FRAME])
-		fprintf(stderr, "  outside Lua: %llu of %llu samples (no function on the thread's "
-			"Lua stack: the program's own code)\n",
-			(unsigned long long)st->unresolved[NUPP_ERR_NO_FRAME],
-			(unsigned long long)(st->samples - st->paused));
-	for (int i = 0; i < NUPP_ERR_MAX; i++)
-		bad += i == NUPP_ERR_NO_FRAME ? 0 : st->unresolved[i];
-	if (bad || st->unsymbolized) {
-		fprintf(stderr, "  unresolved: %llu of %llu samples (",
-			(unsigned long long)(bad + st->unsymbolized),
-			(unsigned long long)(st->samples - st->paused));
-		for (int i = 0; i < NUPP_ERR_MAX; i++)
-			if (st->unresolved[i] && i != NUPP_ERR_NO_FRAME)
-				fprintf(stderr, "%s %llu, ", sampler__err_name(i),
-					(unsigned long long)st->unresolved[i]);
-		fprintf(stderr, "target gone before symbolization %llu)\n",
-			(unsigned long long)st->unsymbolized);
-	}
-	if (st->unreadable)
-		fprintf(stderr, "  %llu samples have frames that could not be read ([unknown])\n",
-			(unsigned long long)st->unreadable);
-	if (st->truncated)
-		fprintf(stderr, "  %llu samples had deeper stacks than --depth %u\n",
-			(unsigned long long)st->truncated, r->o->sampler.depth);
-	/* The others ran code their trace called (a C helper, the exit
-	 * handler), or their trace was gone before they were symbolized: their
-	 * leaf is the trace's base frame. */
-	if (st->trace_compiled)
-		fprintf(stderr, "  compiled: %llu of %llu samples mapped through their trace's "
-			"snapshots\n", (unsigned long long)st->trace_mapped,
-			(unsigned long long)st->trace_compiled);
-}
-
-/* The collapsed stacks the summary shows, as text in *text (malloc'ed);
- * how many distinct ones there are, or -1. */
-static long collapsed_text(const struct profile *p, const struct render_opts *o, char **text)
-{
-	size_t len;
-	FILE *f = open_memstream(text, &len);
-	long stacks;
-
-	if (!f)
-		return -1;
-	stacks = profile__write_collapsed(p, o, f, NULL);
-	if (fclose(f) || stacks < 0) {
-		free(*text);
-		*text = NULL;
-		return -1;
-	}
-	return stacks;
-}
-
-/* The first five lines of the collapsed stacks, long ones cut. */
-static void top_stacks(const char *text)
-{
-	const char *line = text;
-
-	fputs("  top stacks:\n", stderr);
-	for (int i = 0; i < 5 && line && *line; i++) {
-		const char *end = strchr(line, '\n');
-		int n = end ? (int)(end - line) : (int)strlen(line);
-
-		if (n > 99)
-			fprintf(stderr, "    %.90s…\n", line);
-		else
-			fprintf(stderr, "    %.*s\n", n, line);
-		line = end ? end + 1 : NULL;
-	}
 }
 
 /* What the formats say the profile is of: the title, when and how long. */
@@ -1020,22 +811,7 @@ static void describe_profile(struct run *r, struct profile *p)
 {
 	profile__set_title(p, r->title);	/* none, when out of memory */
 	p->time_ns = r->started_ns;
-	p->duration_ns = (now() - r->started) * 1e9;
-}
-
-/* Write one of the profile's files and finish it; 0, or 1 with an error
- * line. A writer that ran out of memory leaves no half-written file. */
-static int write_profile_out(struct run *r, const struct profile *p, struct profile_out *po)
-{
-	if (format__write(p, &r->o->render, po->format, po->out.f)) {
-		if (!ferror(po->out.f)) {
-			session__error("out of memory while writing %s", po->name);
-			output__discard(&po->out);
-			return 1;
-		}
-		errno = EIO;	/* for close_one's message: stdio's errno may be stale */
-	}
-	return close_one(&po->out) ? 0 : 1;
+	p->duration_ns = (monotonic_s() - r->started) * 1e9;
 }
 
 /* Samples: every file of the profile, in its format, and the summary. */
@@ -1043,7 +819,6 @@ static int finish_samples(struct run *r)
 {
 	struct profile p = {};
 	struct sampler_stats st;
-	char *text = NULL;
 	int ret = 0;
 
 	if (sampler__collect(r->sampler, &p, &st)) {
@@ -1052,74 +827,36 @@ static int finish_samples(struct run *r)
 		return 1;
 	}
 	describe_profile(r, &p);
-	for (int i = 0; i < r->npouts; i++)
-		ret |= write_profile_out(r, &p, &r->pouts[i]);
-	if (r->o->summary) {
-		long stacks = collapsed_text(&p, &r->o->render, &text);
-
-		sample_summary(r, &p, &st, stacks);
-		if (text)
-			top_stacks(text);
-		free(text);
+	ret |= session_files__write_profile(&r->files, &p, &r->o->render);
+	if (r->o->summary)
+		summary__samples(&p, &r->o->render, &st, monotonic_s() - r->started,
+				 r->o->sampler.depth);
+	/* Last: the file takes the counts since the last rotation. */
+	if (r->files.rotate && rotate__finish(r->files.rotate, &p, r->err, sizeof(r->err))) {
+		session__error("%s", r->err);
+		ret = 1;
 	}
 	profile__free(&p);
 	return ret;
-}
-
-/* The catalog row of a site (reasonId may carry a ".DETAIL" suffix). */
-static const struct trace_reason *catalog_row(const struct trace_site *s)
-{
-	for (int i = 0; i < trace_nreasons; i++) {
-		size_t n = strlen(trace_reasons[i].id);
-
-		if (!strncmp(s->reason_id, trace_reasons[i].id, n) &&
-		    (s->reason_id[n] == '\0' || s->reason_id[n] == '.'))
-			return &trace_reasons[i];
-	}
-	return NULL;
-}
-
-static void trace_summary(const struct trace_report *rep)
-{
-	int shown = 0;
-
-	fprintf(stderr, "nupp-bpf: %llu trace aborts, %llu blacklisted, %zu sites\n",
-		rep->total_aborts, rep->blacklisted, rep->nsites);
-	if (rep->lost)
-		fprintf(stderr, "  %llu abort events lost (ring buffer full)\n", rep->lost);
-	for (size_t i = 0; i < rep->nsites && shown < 5; i++) {
-		const struct trace_site *s = &rep->sites[i];
-		const struct trace_reason *row = catalog_row(s);
-
-		if (strcmp(s->severity, "blacklist") && strcmp(s->reason_class, "blocker"))
-			continue;
-		fprintf(stderr, "  %-9s %5llu  %s  %s\n", s->severity, s->count, s->location, s->reason);
-		if (row)
-			fprintf(stderr, "            %s %s\n", row->explanation, row->action);
-		shown++;
-	}
 }
 
 /* Trace aborts: the CSV and the summary. */
 static int finish_trace(struct run *r)
 {
 	struct trace_report rep;
-	int ret = 0;
+	int ret;
 
 	if (!r->tracer) {
-		close_one(&r->csv);	/* an empty file says: nothing collected */
+		session_files__write_csv(&r->files, NULL);	/* empty: nothing collected */
 		return r->trace_failed && !sampling(r);
 	}
 	if (tracer__report(r->tracer, &rep)) {
 		session__error("out of memory while collecting trace aborts");
 		return 1;
 	}
-	if (trace_report__write_csv(&rep, r->csv.f))
-		errno = EIO;
-	if (!close_one(&r->csv))
-		ret = 1;
+	ret = session_files__write_csv(&r->files, &rep);
 	if (r->o->summary)
-		trace_summary(&rep);
+		summary__trace(&rep);
 	trace_report__free(&rep);
 	return ret;
 }
@@ -1137,115 +874,26 @@ static int finish(struct run *r)
 	for (int i = 0; i < r->nplaces; i++) {
 		const struct place *pl = r->places[i];
 
-		if (pl->exited && !pl->execed && !r->child && !is_followed_child(pl) &&
+		if (pl->exited && !pl->execed && !r->launched.child && !is_followed_child(pl) &&
 		    procmem__start_time(pl->pid) != pl->start)	/* not one left out */
-			note("note: PID %d exited during the session; what it did until then is kept",
+			session__note("note: PID %d exited during the session; what it did until then is kept",
 			     pl->pid);
 	}
-	if (r->child && !any_attached(r) && r->nplaces == 1)
-		note("note: %s never loaded LuaJIT", r->o->argv[0]);
-	else if (r->child && !any_attached(r))
-		note("note: neither %s nor the %d processes it started loaded LuaJIT", r->o->argv[0],
+	if (r->launched.child && !any_attached(r) && r->nplaces == 1)
+		session__note("note: %s never loaded LuaJIT", r->o->argv[0]);
+	else if (r->launched.child && !any_attached(r))
+		session__note("note: neither %s nor the %d processes it started loaded LuaJIT", r->o->argv[0],
 		     r->nplaces - 1);
-	for (int i = 0; i < r->npouts; i++)
-		if (strcmp(r->pouts[i].name, "-"))
-			note("wrote %s", r->pouts[i].name);
-	if (r->csv_name[0] && strcmp(r->csv_name, "-") && r->tracer)
-		note("wrote %s", r->csv_name);
+	session_files__say_written(&r->files, r->o, r->tracer != NULL);
 	return ret;
-}
-
-/* Exit status of the launched command, as a shell reports it. */
-static int child_exit_status(struct run *r)
-{
-	check_child(r, true);
-	if (WIFEXITED(r->child_status))
-		return WEXITSTATUS(r->child_status);
-	if (WIFSIGNALED(r->child_status))
-		return 128 + WTERMSIG(r->child_status);
-	return 1;
-}
-
-/* In the child that holds the probes: close every descriptor but the
- * kernel objects behind them (BPF links, programs, maps, perf events: all
- * anonymous inodes) and keep, so that no terminal, pipe, lock or file of
- * the caller's stays open for the seconds it takes. */
-static void keep_only_kernel_objects(int keep)
-{
-	char path[64], target[32];
-	struct dirent *e;
-	DIR *d = opendir("/proc/self/fd");
-
-	while (d && (e = readdir(d))) {
-		int fd = atoi(e->d_name);
-		ssize_t n;
-
-		if (e->d_name[0] == '.' || fd == dirfd(d) || fd == keep)
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		n = readlink(path, target, sizeof(target) - 1);
-		if (n < 0 || (target[n] = '\0', strncmp(target, "anon_inode:", 11)))
-			close(fd);
-	}
-	if (d)
-		closedir(d);
-}
-
-/* Removing a uprobe waits for RCU grace periods in the kernel, ~0.1 s each
- * and one after another: two per target, seconds for a server's workers.
- * Once everything is written, the sampler's timers are stopped, the trace
- * collector's probe reports nothing more, and a child process takes the
- * probes over: it leaves the caller's session, keeps
- * nothing else of ours, waits until the parent has let go of everything,
- * and exits. Its exit releases the last references, which is where the
- * kernel waits; the command returns at once. True in the parent. */
-static bool detach_in_background(struct run *r)
-{
-	int go[2];
-	pid_t pid;
-	char c;
-
-	if ((!r->sampler && !r->tracer) || pipe2(go, O_CLOEXEC))
-		return false;
-	if (r->sampler)
-		sampler__stop(r->sampler);
-	if (r->tracer)
-		tracer__pause(r->tracer, true);
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0) {
-		close(go[0]);
-		close(go[1]);
-		return false;
-	}
-	if (pid == 0) {
-		setsid();
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
-		keep_only_kernel_objects(go[0]);
-		while (read(go[0], &c, 1) < 0 && errno == EINTR)
-			;			/* EOF: the parent let go of everything */
-		_exit(0);
-	}
-	close_range(3, ~0U, 0);
-	return true;
 }
 
 static void cleanup(struct run *r, int ret)
 {
-	if (r->child && !r->child_reaped && r->release_fd >= 0) {
-		close(r->release_fd);	/* the held child exits without running */
-		check_child(r, true);
-	}
-	if (ret && r->created && !r->started) {	/* nothing was recorded */
-		for (int i = 0; i < r->npouts; i++)
-			output__discard(&r->pouts[i].out);
-		output__discard(&r->csv);
-	}
-	for (int i = 0; i < r->npouts; i++)
-		close_one(&r->pouts[i].out);
-	close_one(&r->csv);
-	if (r->started && detach_in_background(r))
+	top__close(r->top);
+	launch__abandon(&r->launched);
+	session_files__close(&r->files, ret && !r->started);	/* nothing recorded: no files */
+	if (r->started && detach__in_background(r->sampler, r->tracer))
 		return;			/* nothing of ours is left to free */
 	tracer__close(r->tracer);
 	sampler__close(r->sampler);
@@ -1270,7 +918,8 @@ static void raise_fd_limit(void)
 
 int session__run(const struct session_opts *o)
 {
-	struct run r = { .o = o, .release_fd = -1 };
+	struct run r = { .o = o, .launched.release_fd = -1 };
+	struct sampler_load loading = { 0 };
 	struct sigaction sa = { .sa_handler = on_stop_signal };
 	struct timespec wall;
 	const char *why;
@@ -1281,6 +930,8 @@ int session__run(const struct session_opts *o)
 		return 1;
 	}
 	raise_fd_limit();
+	if (sampling(&r))
+		sampler_load_start(&loading, &o->sampler);
 	/* A -p target must hold LuaJIT now; a launched one maps it later. */
 	for (int i = 0; i < o->npids; i++) {
 		if (new_place(&r, o->pids[i], procmem__start_time(o->pids[i]), 0) < 0)
@@ -1291,7 +942,7 @@ int session__run(const struct session_opts *o)
 		}
 		r.places[i]->identified = true;
 	}
-	if (sampling(&r) && !(r.sampler = sampler__open(&o->sampler, r.err, sizeof(r.err)))) {
+	if (sampling(&r) && !(r.sampler = sampler_load_wait(&loading, r.err, sizeof(r.err)))) {
 		session__error("%s", r.err);
 		goto out;
 	}
@@ -1305,12 +956,12 @@ int session__run(const struct session_opts *o)
 			goto out;
 		}
 		if (!r.follow_children)
-			note("note: the processes %s starts are not followed: this kernel does "
+			session__note("note: the processes %s starts are not followed: this kernel does "
 			     "not list them (no %s: CONFIG_PROC_CHILDREN)", o->argv[0], path);
 	}
 	if (o->argv && launch(&r))
 		goto out;
-	if (open_outputs(&r))
+	if (session_files__open(&r.files, o, r.places[0]->pid, r.title, sampling(&r), tracing(&r)))
 		goto out;
 	for (int i = 0; i < o->npids; i++)
 		if (attach_target(&r, r.places[i], true) < 0)
@@ -1325,12 +976,12 @@ int session__run(const struct session_opts *o)
 	describe_targets(&r);
 	clock_gettime(CLOCK_REALTIME, &wall);
 	r.started_ns = wall.tv_sec * 1000000000ULL + wall.tv_nsec;
-	r.started = now();
-	if (r.child)
+	r.started = monotonic_s();
+	if (r.launched.child)
 		release(&r);
 	if (r.unsupported || (r.trace_failed && !sampling(&r))) {
 		r.started = 0;		/* nothing is recorded: no outputs */
-		check_child(&r, true);
+		launch__check(&r.launched, true);
 		goto out;
 	}
 	if (o->summary)
@@ -1338,13 +989,15 @@ int session__run(const struct session_opts *o)
 	if (record(&r))
 		goto out;
 	ret = finish(&r);
-	if (r.child) {
-		if (!r.child_reaped && stop_signal == SIGTERM)
-			kill(r.child, SIGTERM);	/* we were told to stop: so is the command */
+	if (r.launched.child) {
+		if (!r.launched.reaped && stop_signal == SIGTERM)
+			kill(r.launched.child, SIGTERM);	/* we were told to stop: so is the command */
 		if (!ret)
-			ret = child_exit_status(&r);
+			ret = launch__exit_status(&r.launched);
 	}
 out:
+	if (loading.running)	/* a target refused before the sampler was needed */
+		r.sampler = sampler_load_wait(&loading, r.err, sizeof(r.err));
 	cleanup(&r, ret);
 	return ret;
 }

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 #include "profile.h"
-#include "sampling.h"
+#include "sampler.h"
 
 #define SESSION_MAX_PIDS 64
 #define SESSION_MAX_OUTPUTS 8	/* -o files of one record */
@@ -35,17 +35,25 @@ struct session_opts {
 	int format;			/* --format (enum profile_format), -1: not given */
 	const char *svg;		/* --svg, NULL for none (default job: a default name) */
 	bool summary;			/* summary on stderr at the end */
+	bool top;			/* the top command: a live view, no files */
+	unsigned rotate;		/* record --rotate: seconds per file, 0: one file */
+	unsigned keep;			/* --keep: rotated files kept, 0: all */
 	const char *bad_arg;		/* the argument argp stopped at, for its error */
 	bool inspect;			/* the inspect command */
 	const char *inspect_file;	/* its FILE, NULL with -p */
+	bool dump;			/* the dump command */
+	bool json;			/* dump --json */
 };
 
 /* One line "nupp-bpf: error: MESSAGE" on stderr: how every error is told. */
 void session__error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* One line "nupp-bpf: MESSAGE" on stderr: what the session tells as it goes. */
+void session__note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Run a session; returns the process exit status. When it has attached
  * probes, it hands them to a child process at the end and closes every
- * descriptor above 2 (see detach_in_background): call it last. */
+ * descriptor above 2 (detach.h): call it last. */
 int session__run(const struct session_opts *o);
 
 #endif /* NUPP_SESSION_H */

@@ -14,6 +14,7 @@
 #include "formats.h"
 #include "keymap.h"
 #include "speedscope.h"
+#include "symbolize.h"
 
 #define SCHEMA	"https://www.speedscope.app/file-format-schema.json"
 
@@ -81,15 +82,19 @@ static void put_frame(struct writer *w, const char *name, const char *file, __u3
 static long zone_frame(struct writer *w, const char *z)
 {
 	long at = keymap__get(&w->zones, z, strlen(z));
-	char *name = NULL;
+	struct strbuf name = { 0 };
 
 	if (at >= 0)
 		return at;
-	if (asprintf(&name, "[zone %s]", z) < 0)
+	/* Named as the collapsed stacks name it (profile.c): escaped alike. */
+	if (strbuf__puts(&name, "[zone ") || sym_escape(&name, z, strlen(z)) ||
+	    strbuf__puts(&name, "]") || strbuf__put(&name, "", 1)) {
+		strbuf__free(&name);
 		return -1;
+	}
 	at = w->nframes;
-	put_frame(w, name, "", 0);
-	free(name);
+	put_frame(w, name.buf, "", 0);
+	strbuf__free(&name);
 	return keymap__put(&w->zones, z, strlen(z), at) ? -1 : at;
 }
 

@@ -9,11 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cfunc_names.h"
 #include "symbolize.h"
-
-/* GC header byte gct (~itype) of the objects read here; fixed in LuaJIT 2.1. */
-#define GCT_STR		4
-#define GCT_PROTO	7
+#include "util.h"
 
 #define FF_LUA		0	/* GCfunc ffid: Lua function */
 #define FF_C		1	/* GCfunc ffid: C function; > FF_C: builtin */
@@ -21,6 +19,10 @@
 #define VARNAME_MAX	7	/* VARNAME__MAX (lj_debug.h): special names below */
 #define STR_MAX		65536	/* longest name or chunkname read */
 #define STREAM_MAX	(1u << 20)	/* most varinfo/uvinfo bytes scanned */
+#define BCINS_MAX	(1u << 26)	/* LJ_MAX_BCINS: no real proto has more */
+#define SCAN_MAX	(1u << 16)	/* most instructions a slot name looks back */
+#define SCAN_MOVES	64		/* most MOVs it follows to their source */
+#define BC_BLOCK	64		/* instructions read at once, looking back */
 #define CACHE_MAX	(1u << 20)	/* entries before the caches are flushed */
 #define PAGE		4096u
 
@@ -88,18 +90,22 @@ static int must_escape(unsigned char c)
 int sym_escape(struct strbuf *sb, const char *s, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
-	size_t i, run = 0;
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0, run = 0;
 
-	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
+	while (i < n) {
+		unsigned char c = u[i];
 		char esc[4] = { '\\', 'x', hex[c >> 4], hex[c & 15] };
+		size_t seq = c < 0x80 ? !must_escape(c) : (size_t)utf8_len(u + i, n - i);
 
-		if (!must_escape(c))
+		if (seq) {
+			i += seq;
 			continue;
+		}
 		/* Copy the clean run before c in one go. */
 		if (strbuf__put(sb, s + run, i - run) || strbuf__put(sb, esc, 4))
 			return -ENOMEM;
-		run = i + 1;
+		run = ++i;
 	}
 	return strbuf__put(sb, s + run, n - run);
 }
@@ -251,12 +257,20 @@ struct proto_ent {
 	char *module;	/* escaped; "[builtin:x]" for a builtin */
 	char *chunk;	/* as loaded, without '@'/'=' (a path, kept whole);
 			 * "[string]" for a string chunk, "" for a builtin */
+	__u32 line_pos;	/* the last position whose line was read, */
+	int line;	/* and that line; 0: none read yet */
 };
 
 /* Per (proto, bytecode position): the name lj_debug_funcname gives there. */
 struct site_ent {
 	__u64 gen;	/* of the proto_ent it was derived from */
 	char *name;	/* escaped, NULL when the call site gives no name */
+};
+
+/* Per (chunkname GCstr, builtin): what module_make made of it. The functions
+ * of one chunk share its name: read once while the GC epoch stands. */
+struct chunk_ent {
+	char *module, *chunk;
 };
 
 struct symbolizer {
@@ -266,9 +280,12 @@ struct symbolizer {
 	int op_mov, op_gget, op_tgets, op_uget, op_knil, op_iterc;	/* -1 absent */
 	struct map protos;	/* (pt, 0) -> struct proto_ent */
 	struct map sites;	/* (pt, pos) -> struct site_ent */
+	struct map chunks;	/* (chunkname, builtin) -> struct chunk_ent */
 	__u64 gen;
 	__u64 unknown;
 	bool lines;		/* frames carry their current line */
+	bool trusted;		/* cached protos hold without a read (symbolizer__trust) */
+	struct cfunc_names *cnames;	/* C functions by symbol; NULL: by address */
 };
 
 static int bc_find(const struct lj_build *b, const char *name)
@@ -304,6 +321,16 @@ void symbolizer__set_lines(struct symbolizer *s, bool on)
 	s->lines = on;
 }
 
+void symbolizer__trust(struct symbolizer *s, bool on)
+{
+	s->trusted = on;
+}
+
+void symbolizer__set_cfunc_names(struct symbolizer *s, struct cfunc_names *c)
+{
+	s->cnames = c;
+}
+
 static void proto_ent_free(void *v)
 {
 	struct proto_ent *pe = v;
@@ -321,10 +348,20 @@ static void site_ent_free(void *v)
 	free(se);
 }
 
+static void chunk_ent_free(void *v)
+{
+	struct chunk_ent *ce = v;
+
+	free(ce->module);
+	free(ce->chunk);
+	free(ce);
+}
+
 void symbolizer__flush(struct symbolizer *s)
 {
 	map_clear(&s->protos, proto_ent_free);
 	map_clear(&s->sites, site_ent_free);
+	map_clear(&s->chunks, chunk_ent_free);
 }
 
 void symbolizer__free(struct symbolizer *s)
@@ -339,7 +376,7 @@ void symbolizer__free(struct symbolizer *s)
  * functions below hold pointers to. */
 static void cache_bound(struct symbolizer *s)
 {
-	if (s->protos.n + s->sites.n >= CACHE_MAX)
+	if (s->protos.n + s->sites.n + s->chunks.n >= CACHE_MAX)
 		symbolizer__flush(s);
 }
 
@@ -376,26 +413,41 @@ static __u32 get_u32(const unsigned char *p, __u32 off)
 }
 
 /* The first max bytes at most of GCstr str; cut at the first NUL when cut
- * is set, as the C string users of strdata() see it. 0 or -errno. */
+ * is set, as the C string users of strdata() see it. 0 or -errno. The
+ * header is read with what follows it up to STR_AHEAD bytes, within its
+ * page (mapped, as the header is): a short string costs one read, not two
+ * (each read is a process_vm_readv; a program of 20,000 generated chunks
+ * reads a chunk name per new function). */
+#define STR_AHEAD	256u
+
 static int str_read(struct symbolizer *s, __u64 str, __u32 max, int cut,
 		    struct strbuf *out)
 {
 	const struct lj_layout *lj = s->lj;
-	unsigned char hdr[64];
-	__u32 len;
+	unsigned char buf[STR_AHEAD];
+	__u32 len, got = PAGE - (__u32)(str & (PAGE - 1)), have;
 	int err;
 
-	if (lj->str_size > sizeof(hdr) || rd(s, hdr, lj->str_size, str))
+	if (got > STR_AHEAD)
+		got = STR_AHEAD;
+	if (got < lj->str_size)
+		got = lj->str_size;		/* a header across two pages */
+	if (lj->str_size > sizeof(buf))
 		return -EFAULT;
-	if (hdr[lj->gc_gct] != GCT_STR)
+	/* A reader of recorded memory may hold the header alone. */
+	if (rd(s, buf, got, str) && (got == lj->str_size || rd(s, buf, got = lj->str_size, str)))
+		return -EFAULT;
+	if (buf[lj->gc_gct] != LJ_GCT_STR)
 		return -EINVAL;
-	len = get_u32(hdr, lj->str_len);
+	len = get_u32(buf, lj->str_len);
 	if (len > max)
 		len = max;
 	strbuf__reset(out);
 	if ((err = strbuf_reserve(out, len)))
 		return err;
-	if (len && rd(s, out->buf, len, str + lj->str_size))
+	have = got - lj->str_size < len ? got - lj->str_size : len;
+	memcpy(out->buf, buf + lj->str_size, have);
+	if (len > have && rd(s, out->buf + have, len - have, str + lj->str_size + have))
 		return -EFAULT;
 	out->len = cut ? strnlen(out->buf, len) : len;
 	out->buf[out->len] = '\0';
@@ -498,7 +550,7 @@ static int proto_read(struct symbolizer *s, __u64 addr, struct lj_proto *pt)
 
 	if (lj->pt_size > sizeof(buf) || rd(s, buf, lj->pt_size, addr))
 		return -EFAULT;
-	if (buf[lj->gc_gct] != GCT_PROTO)
+	if (buf[lj->gc_gct] != LJ_GCT_PROTO)
 		return -EINVAL;
 	memset(pt, 0, sizeof(*pt));	/* padding too: entries are memcmp'd */
 	pt->addr = addr;
@@ -512,7 +564,7 @@ static int proto_read(struct symbolizer *s, __u64 addr, struct lj_proto *pt)
 	pt->firstline = get_u32(buf, lj->pt_firstline);
 	pt->numline = get_u32(buf, lj->pt_numline);
 	pt->sizeuv = buf[lj->pt_sizeuv];
-	return 0;
+	return pt->sizebc > BCINS_MAX ? -EINVAL : 0;	/* a torn or stale read */
 }
 
 /* Bytecode instruction at position pos of pt. */
@@ -558,12 +610,57 @@ static char *chunk_make(const char *name, size_t len, int builtin)
 	return strndup(name + 1, len - 1);
 }
 
+/* pe's module and chunk from the names of ce, copied. */
+static int module_copy(struct proto_ent *pe, const struct chunk_ent *ce)
+{
+	char *mod = strdup(ce->module), *chunk = strdup(ce->chunk);
+
+	if (!mod || !chunk) {
+		free(mod);
+		free(chunk);
+		return -ENOMEM;
+	}
+	free(pe->module);
+	free(pe->chunk);
+	pe->module = mod;
+	pe->chunk = chunk;
+	return 0;
+}
+
+/* Remember pe's names for its chunkname (a failure only costs a read). */
+static void chunk_remember(struct symbolizer *s, const struct proto_ent *pe)
+{
+	struct chunk_ent *ce = map_get(&s->chunks, pe->pt.chunkname, pe->builtin);
+
+	if (!pe->module || !pe->chunk)
+		return;
+	if (!ce && (!(ce = calloc(1, sizeof(*ce))) ||
+		    map_put(&s->chunks, pe->pt.chunkname, pe->builtin, ce))) {
+		free(ce);
+		return;
+	}
+	free(ce->module);
+	free(ce->chunk);
+	ce->module = strdup(pe->module);
+	ce->chunk = strdup(pe->chunk);
+	if (!ce->module || !ce->chunk) {	/* never half of it */
+		free(ce->module);
+		free(ce->chunk);
+		ce->module = ce->chunk = NULL;
+	}
+}
+
 static int module_make(struct symbolizer *s, struct proto_ent *pe)
 {
 	struct strbuf raw = { 0 }, mod = { 0 };
-	int err = str_read(s, pe->pt.chunkname, 256, 0, &raw);
+	const struct chunk_ent *ce = s->trusted ? map_get(&s->chunks, pe->pt.chunkname, pe->builtin)
+						: NULL;
 	char *chunk = NULL;
+	int err;
 
+	if (ce && ce->module)
+		return module_copy(pe, ce);
+	err = str_read(s, pe->pt.chunkname, 256, 0, &raw);
 	/* A chunk loaded from a string is named by its source, which can be
 	 * long: read all of the name only when more than its first byte counts. */
 	if (!err && raw.len == 256 && (pe->builtin || raw.buf[0] == '@' || raw.buf[0] == '='))
@@ -581,6 +678,7 @@ static int module_make(struct symbolizer *s, struct proto_ent *pe)
 	free(pe->chunk);
 	pe->module = mod.buf;
 	pe->chunk = chunk;
+	chunk_remember(s, pe);
 	return 0;
 }
 
@@ -591,6 +689,9 @@ static struct proto_ent *proto_get(struct symbolizer *s, __u64 addr, int *err)
 	struct proto_ent *pe = map_get(&s->protos, addr, 0);
 	struct lj_proto pt;
 
+	*err = 0;
+	if (pe && s->trusted && pe->pt.addr == addr)
+		return pe;
 	if ((*err = proto_read(s, addr, &pt)))
 		return NULL;
 	if (pe && !memcmp(&pe->pt, &pt, sizeof(pt)))
@@ -604,6 +705,7 @@ static struct proto_ent *proto_get(struct symbolizer *s, __u64 addr, int *err)
 	}
 	pe->pt = pt;
 	pe->gen = ++s->gen;
+	pe->line = 0;
 	pe->builtin = pt.firstline == BUILTIN_LINE;
 	if ((*err = module_make(s, pe)))
 		pe->pt.addr = 0;	/* never valid: retried next time */
@@ -705,23 +807,49 @@ static int slot_source(struct symbolizer *s, const struct lj_proto *pt, __u32 in
 	return NAME_NONE;
 }
 
+/* The bytecode before a position, read BC_BLOCK instructions at a time. */
+struct bc_back {
+	__u32 lo, n;		/* ins[] holds positions lo .. lo+n-1 */
+	__u32 ins[BC_BLOCK];
+};
+
+/* Instruction pos, read with the block that ends at it when not held. */
+static int bc_back_get(struct symbolizer *s, const struct lj_proto *pt,
+		       struct bc_back *w, __u32 pos, __u32 *ins)
+{
+	if (pos < w->lo || pos >= w->lo + w->n) {
+		__u32 lo = pos >= BC_BLOCK - 1 ? pos - (BC_BLOCK - 1) : 0;
+
+		if (pos >= pt->sizebc || rd(s, w->ins, 4 * (pos - lo + 1), pt->bc + 4 * (__u64)lo))
+			return -EFAULT;
+		w->lo = lo;
+		w->n = pos - lo + 1;
+	}
+	*ins = w->ins[pos - w->lo];
+	return 0;
+}
+
 /* Deduce the name of the object in slot at position pos (lj_debug_slotname):
- * a local's name, or what loaded it there (global, field, method, upvalue). */
+ * a local's name, or what loaded it there (global, field, method, upvalue).
+ * It looks back at most SCAN_MAX instructions through SCAN_MOVES moves: a
+ * torn read of a huge size must not hold the profiler; no real call site
+ * loads its callee that far back. */
 static int slotname(struct symbolizer *s, const struct lj_proto *pt, __u32 pos,
 		    __u32 slot, struct strbuf *out)
 {
 	const struct lj_build *b = s->b;
-	__u32 ins;
-	int r;
+	struct bc_back w = { 0 };
+	__u32 ins, stop = pos > SCAN_MAX ? pos - SCAN_MAX : 0;
+	int r, moves = 0;
 
 restart:
 	if ((r = varname(s, pt, pos, slot, out)) != NAME_NONE)
 		return r;
-	while (pos > 1) {	/* back to the header, exclusive */
+	while (pos > 1 && pos > stop) {	/* back to the header, exclusive */
 		int op, mode;
 		__u32 ra;
 
-		if (bc_read(s, pt, --pos, &ins))
+		if (bc_back_get(s, pt, &w, --pos, &ins))
 			return -EFAULT;
 		op = ins & 0xff;
 		ra = (ins >> 8) & 0xff;
@@ -734,6 +862,8 @@ restart:
 		} else if (mode == b->bcm_dst && ra == slot) {
 			if ((r = slot_source(s, pt, ins, &slot, out)) != 2)
 				return r;
+			if (++moves > SCAN_MOVES)
+				return NAME_NONE;
 			goto restart;
 		}
 	}
@@ -855,8 +985,10 @@ static int put_unknown(struct symbolizer *s, struct strbuf *out)
 	return strbuf__puts(out, SYM_UNKNOWN) ? -ENOMEM : 1;
 }
 
-/* A frame without a name: the 'l' form with the first line. */
-static int put_unnamed(struct strbuf *out, const struct frame_info *fi)
+/* A frame without a name: the 'l' form with the first line; a C function
+ * by its symbol or file address when the symbolizer knows its process,
+ * else by its address as dumpstack writes it. */
+static int put_unnamed(struct symbolizer *s, struct strbuf *out, const struct frame_info *fi)
 {
 	const struct proto_ent *pe = fi->pe;
 	int err;
@@ -870,6 +1002,13 @@ static int put_unnamed(struct strbuf *out, const struct frame_info *fi)
 	if (fi->fn.ffid > FF_C) {
 		return strbuf__puts(out, "[builtin#") || put_int(out, fi->fn.ffid) ||
 		       strbuf__puts(out, "]") ? -ENOMEM : 0;
+	}
+	if (s->cnames) {
+		char name[SYMBOLIZE_CNAME_MAX];
+		size_t n = cfunc_names__name(s->cnames, fi->fn.f, name, sizeof(name));
+
+		if (n)
+			return strbuf__put(out, name, n);
 	}
 	return strbuf__puts(out, "@") || put_ptr(out, fi->fn.f) ? -ENOMEM : 0;
 }
@@ -906,7 +1045,7 @@ static int frame_render(struct symbolizer *s, const struct nupp_frame *frames, i
 	if (err)
 		return err;
 	if (!name)
-		err = put_unnamed(out, self);
+		err = put_unnamed(s, out, self);
 	else if (self->pe && !self->pe->builtin &&
 		 (strbuf__puts(out, self->pe->module) || strbuf__puts(out, ":")))
 		err = -ENOMEM;
@@ -937,6 +1076,22 @@ int symbolizer__stack(struct symbolizer *s, const struct nupp_frame *frames,
 
 static int line_of(struct symbolizer *s, const struct lj_proto *pt, __u32 pos);
 
+/* line_of, remembering the last line read of each prototype: a caller's
+ * frame sits at the same call site in stack after stack. */
+static int proto_line(struct symbolizer *s, struct proto_ent *pe, __u32 pos)
+{
+	int line;
+
+	if (pe->line > 0 && pe->line_pos == pos)
+		return pe->line;
+	line = line_of(s, &pe->pt, pos);
+	if (line > 0) {
+		pe->line_pos = pos;
+		pe->line = line;
+	}
+	return line;
+}
+
 /* What frame i is, beyond its text (struct sym_frame). */
 static void frame_describe(struct symbolizer *s, const struct nupp_frame *fr,
 			   const struct frame_info *fi, struct sym_frame *out)
@@ -952,7 +1107,7 @@ static void frame_describe(struct symbolizer *s, const struct nupp_frame *fr,
 		out->chunk = pe->chunk;
 		out->start_line = pe->pt.firstline;
 		pos = frame_pos(&pe->pt, fr->pc & ~(__u64)NUPP_CALL_MASK);
-		line = pos < 0 ? 0 : line_of(s, &pe->pt, (__u32)pos);
+		line = pos < 0 ? 0 : proto_line(s, fi->pe, (__u32)pos);
 		out->line = line > 0 ? (__u32)line : 0;
 	} else if (!pe && fi->fn.ffid == FF_C) {
 		out->kind = SYM_KIND_C;

@@ -28,8 +28,10 @@
  * Escaping: bytes that would break the collapsed-stack format (one stack per
  * line, ';' between frames, a space before the count) are written as \xHH
  * with two lower-case hex digits: ';', '\\', every control character
- * (0x00-0x1f, including '\n' and '\r') and 0x7f. '\\' is escaped so that the
- * escape itself is unambiguous. Spaces and bytes >= 0x80 (UTF-8) stay as they are.
+ * (0x00-0x1f, including '\n' and '\r'), 0x7f, and every byte >= 0x80 that is
+ * not part of well-formed UTF-8 (a chunk name can hold any byte; every output
+ * is UTF-8). '\\' is escaped so that the escape itself is unambiguous. Spaces
+ * and UTF-8 sequences stay as they are.
  *
  * Caches: the module of a proto and the name at a call site are kept per
  * proto address and re-validated against the proto's header on every use, so
@@ -76,6 +78,19 @@ void symbolizer__free(struct symbolizer *s);
  * is known when the sampler recorded it (--lines) or a trace's snapshot
  * gave it. A frame without one keeps its name alone. */
 void symbolizer__set_lines(struct symbolizer *s, bool on);
+
+/* Whether a cached prototype may be used without reading its header again
+ * (the caller flushes the caches whenever the target may have freed code:
+ * the sampler, at each move of its GC epoch). Off, every use re-validates
+ * the entry against the header as it is now. */
+void symbolizer__trust(struct symbolizer *s, bool on);
+
+/* Name C functions by their symbol, or their file and ELF address
+ * (cfunc_names.h), instead of their address (dumpstack's "@0x…"). c is
+ * not owned; NULL goes back to addresses. */
+#define SYMBOLIZE_CNAME_MAX 128
+struct cfunc_names;
+void symbolizer__set_cfunc_names(struct symbolizer *s, struct cfunc_names *c);
 
 /* Drop all caches, e.g. after the target has reloaded its code. */
 void symbolizer__flush(struct symbolizer *s);

@@ -29,9 +29,6 @@
 #include <string.h>
 #include "tracemap.h"
 
-#define GCT_PROTO	7
-#define GCT_FUNC	8
-#define GCT_TRACE	9
 #define REF_BIAS	0x8000u
 #define SNAP_FRAME	0x010000u
 #define SNAP_CONT	0x020000u
@@ -231,7 +228,7 @@ static __u64 trace_ptr(struct tracemap *tm, __u64 g, __u32 n, __u8 *hdr)
 	if (n >= size || size > TRACENO_MAX || rd(tm, &T, 8, arr + 8 * (__u64)n))
 		return 0;
 	T &= LJ_GCVMASK;
-	if (!T || rd(tm, hdr, lj->tr_size, T) || hdr[lj->gc_gct] != GCT_TRACE ||
+	if (!T || rd(tm, hdr, lj->tr_size, T) || hdr[lj->gc_gct] != LJ_GCT_TRACE ||
 	    u16_at(hdr, lj->tr_traceno) != n)
 		return 0;
 	return T;
@@ -423,7 +420,7 @@ static __u64 fn_identity(struct tracemap *tm, __u64 fn)
 	__u8 ffid;
 
 	if (lj->fn_ffid >= FN_HDR || lj->fn_pc + 8 > FN_HDR || lj->fn_f + 8 > FN_HDR ||
-	    rd(tm, hdr, FN_HDR, fn & LJ_GCVMASK) || hdr[lj->gc_gct] != GCT_FUNC)
+	    rd(tm, hdr, FN_HDR, fn & LJ_GCVMASK) || hdr[lj->gc_gct] != LJ_GCT_FUNC)
 		return 0;
 	ffid = hdr[lj->fn_ffid];
 	if (ffid > 1)
@@ -441,7 +438,7 @@ static bool proto_holds(struct tracemap *tm, __u64 pt, __u64 pc)
 	__u8 hdr[HDR_MAX];
 	__u64 bc = pt + lj->pt_size;
 
-	if (rd(tm, hdr, lj->pt_size, pt) || hdr[lj->gc_gct] != GCT_PROTO)
+	if (rd(tm, hdr, lj->pt_size, pt) || hdr[lj->gc_gct] != LJ_GCT_PROTO)
 		return false;
 	return pc >= bc + 4 && pc <= bc + 4 * (__u64)u32_at(hdr, lj->pt_sizebc);
 }
@@ -475,10 +472,10 @@ static int trace_protos(struct tracemap *tm, struct tm_trace *tr)
 			i++;
 			if (rd(tm, &gct, 1, obj + tm->lj->gc_gct))
 				continue;
-			if (gct == GCT_FUNC && (id = fn_identity(tm, obj)) &&
+			if (gct == LJ_GCT_FUNC && (id = fn_identity(tm, obj)) &&
 			    NUPP_FN_KIND(id) == NUPP_FN_LUA)
 				obj = NUPP_FN_VALUE(id);
-			else if (gct != GCT_PROTO)
+			else if (gct != LJ_GCT_PROTO)
 				continue;
 			if (!(more = realloc(tr->protos, (tr->nprotos + 1) * sizeof(*more)))) {
 				free(ins);

@@ -11,6 +11,7 @@
 #include "procmem.h"
 #include "zone_state.h"
 #include "zones.h"
+#include "libbpf_setup.h"
 #include "zones.skel.h"
 
 struct zones {
@@ -48,7 +49,11 @@ void zones__free(struct zones *z)
 /* Attach to nupp:zone in the file: the kernel raises the gate semaphore. */
 static void open_gate(struct zones *z, const char *file)
 {
-	z->skel = zones_bpf__open_and_load();
+	z->skel = zones_bpf__open_opts(libbpf_setup__open_opts());
+	if (z->skel && zones_bpf__load(z->skel)) {
+		zones_bpf__destroy(z->skel);
+		z->skel = NULL;
+	}
 	if (!z->skel)
 		return;
 	z->gate = bpf_program__attach_usdt(z->skel->progs.on_zone_register, z->pid, file,

@@ -280,15 +280,6 @@ local TraceSession = livefields(lifecycle({}))
 
 local TraceReport = { __tostring = function(r) return trace.csv(r.sites) end }
 
-local rank = trace.severityRank
-
-local function siteorder(a, b)
-  if a.severity ~= b.severity then return rank[a.severity] < rank[b.severity] end
-  if a.count ~= b.count then return a.count > b.count end
-  if a.reason ~= b.reason then return a.reason < b.reason end
-  if a.location ~= b.location then return a.location < b.location end
-  return a.zonePath < b.zonePath
-end
 
 function TraceSession:stop(filename)
   if self.stopped then raise("stop: the session has stopped") end
@@ -301,7 +292,7 @@ function TraceSession:stop(filename)
     for k, v in pairs(site) do c[k] = v end
     sites[#sites + 1] = c
   end
-  sort(sites, siteorder)
+  sort(sites, trace.siteOrder)
   local report = setmetatable({
     durationSec = time() - self.startedAt,
     totalAborts = self.totalAborts,
@@ -343,9 +334,8 @@ function M.trace(opts)
       reason, raw, id = trace.describe(err, info)
     end
     n = n or 1
-    local severity = blacklisted and "blacklist" or
-		     (id.severity == "info" and "info" or "warn")
-    if severity == "info" and not benign then return end
+    local severity = trace.siteSeverity(blacklisted, id)
+    if not trace.siteCounted(severity, benign) then return end
     local key = severity.."\0"..reason.."\0"..location.."\0"..zp
     local site = sites[key]
     if not site then

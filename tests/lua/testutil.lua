@@ -1,4 +1,4 @@
--- testutil.lua: what the Lua side of tests/test_lua_api.py shares.
+-- testutil.lua: what the Lua side of tests/lua_api/test_lua_api.py shares.
 --   local T = require("testutil")
 --   T.emit(value)        print value as one line of JSON for pytest
 --   T.spin(seconds)      burn CPU in this frame (a sampled hot spot)

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * test_profile.c - the zone filter and root cut of user/profile.c, without
- * root or BPF. The zone filter's cases are tests/fixtures/zone_filter.tsv,
- * which tests/test_lua_api.py runs through the Lua API's filter too: one
- * rule for `--zone` and profile.sample{zone = ...}.
+ * test_profile.c - the zone filter, root cut and zone frames of
+ * user/profile.c, without root or BPF. The zone filter's cases are
+ * tests/fixtures/zone_filter.tsv, which tests/lua_api/test_lua_api.py runs through
+ * the Lua API's filter too: one rule for `--zone` and
+ * profile.sample{zone = ...}.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,10 +69,45 @@ static void cut_cases(void)
 	printf("ok   root cut\n");
 }
 
+/* A zone path is the target's own string: a ';' or newline in it must not
+ * split the collapsed line (tests/fuzz/corpus/writers). */
+static void zone_frame_cases(void)
+{
+	static const struct { const char *zone, *want; } v[] = {
+		{ "frame/render", "[zone frame/render];m.lua:f 3\n" },
+		{ "a;b\nc\\", "[zone a\\x3bb\\x0ac\\x5c];m.lua:f 3\n" },
+	};
+	struct render_opts o = { .zones = true };
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		struct profile p = { 0 };
+		struct profile_frame f = { .name = "m.lua:f", .file = "m.lua" };
+		__u32 id = profile__frame(&p, &f);
+		long row = profile__add(&p, 1, 1, 0, v[i].zone, &id, 1);
+		char *got = NULL;
+		size_t len = 0;
+		FILE *out = open_memstream(&got, &len);
+
+		p.rows[row].state[NUPP_ST_INTERP] = 3;
+		profile__write_collapsed(&p, &o, out, NULL);
+		fclose(out);
+		if (!strcmp(got, v[i].want)) {
+			passed++;
+		} else {
+			failed++;
+			printf("FAIL zone frame of \"%s\": \"%s\"\n", v[i].zone, got);
+		}
+		free(got);
+		profile__free(&p);
+	}
+	printf("ok   zone frames\n");
+}
+
 int main(int argc, char **argv)
 {
 	zone_cases(argc > 1 ? argv[1] : "tests/fixtures/zone_filter.tsv");
 	cut_cases();
+	zone_frame_cases();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

@@ -519,6 +519,16 @@ static void test_escape(void)
 		{ "\x01\x1f\x7f", 3, "\\x01\\x1f\\x7f" },
 		{ "nul\0x", 5, "nul\\x00x" },
 		{ "caf\xc3\xa9", 5, "caf\xc3\xa9" },
+		{ "\xe2\x82\xac\xf0\x9f\x98\x80", 7, "\xe2\x82\xac\xf0\x9f\x98\x80" },
+		/* Not UTF-8: a stray continuation byte (a name read from freed
+		 * memory: "truth.l\x90\0"), a cut sequence, an overlong '/', a
+		 * surrogate, past U+10FFFF, Latin-1. */
+		{ "truth.l\x90", 8, "truth.l\\x90" },
+		{ "ab\xc3", 3, "ab\\xc3" },
+		{ "\xc0\xaf", 2, "\\xc0\\xaf" },
+		{ "\xed\xa0\x80", 3, "\\xed\\xa0\\x80" },
+		{ "\xf4\x90\x80\x80", 4, "\\xf4\\x90\\x80\\x80" },
+		{ "caf\xe9!", 5, "caf\\xe9!" },
 		{ "", 0, "" },
 	};
 	unsigned i;

@@ -48,8 +48,24 @@ M.catalog = catalog
 M.catalogId = catalog.catalogId
 M.catalogVersion = catalog.catalogVersion
 
--- Order of AbortSite.severity in a report.
-M.severityRank = { blacklist = 1, warn = 2, info = 3 }
+-- The rules of a report's sites, generated with the catalog (the CLI has
+-- the same, trace_reasons.h): a site's severity, whether it is counted, and
+-- the order of severities in a report.
+M.severityRank = catalog.severityRank
+M.siteSeverity = catalog.siteSeverity
+M.siteCounted = catalog.siteCounted
+
+local rank = M.severityRank
+
+-- Whether site a comes before site b in a report: by severity, then count
+-- (more first), reason, location, zone path (trace_reasons.h says the same).
+function M.siteOrder(a, b)
+  if a.severity ~= b.severity then return rank[a.severity] < rank[b.severity] end
+  if a.count ~= b.count then return a.count > b.count end
+  if a.reason ~= b.reason then return a.reason < b.reason end
+  if a.location ~= b.location then return a.location < b.location end
+  return a.zonePath < b.zonePath
+end
 
 local TRERR_RECERR = 0
 
@@ -68,8 +84,8 @@ local function fill(template, info)
   return (gsub(template, "%%[ds]", function() return tostring(info) end, 1))
 end
 
-local unknown = { reasonId = "unknown", reasonClass = "risk", severity = "warn",
-		  explanation = "", advice = "" }
+local unknown = { reasonId = catalog.unknown.id, reasonClass = catalog.unknown.class,
+		  severity = catalog.unknown.severity, explanation = "", advice = "" }
 local identities = {}	-- template -> identity, built on first use
 
 -- The identity of a traceerr template, as AbortSite fields name it.

@@ -1,0 +1,87 @@
+#!/usr/bin/python3
+"""bench-large.py - what a large program costs nupp-bpf itself.
+
+A program that calls 20,000 generated functions round-robin
+(tests/bench/large.lua) meets thousands of distinct stacks, most of them
+new: every one is symbolized once. nupp-bpf attaches with -p to the running
+program for its whole run at -F 997, as `record` and as the default job,
+and its own CPU time (user + system, /proc/PID/stat) is read at 4 s and at
+its exit, as a share of one core over that time. Prints a Markdown table.
+
+    /usr/bin/python3 scripts/bench-large.py [--luajit /usr/bin/luajit] [--reps 3]
+        [--compare OTHER-NUPP-BPF]   (both in turn, for a ratio on one machine)
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def one(a, nupp, job, seconds):
+    tgt = subprocess.Popen([a.luajit, os.path.join(ROOT, "tests/bench/large.lua"), "20000",
+                            str(seconds + 3)], stdout=subprocess.PIPE, text=True)
+    assert tgt.stdout.readline() == "ready\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "p")
+        args = (["record", "-o", out + ".collapsed"] if job == "record" else ["-o", out])
+        t0 = time.monotonic()
+        prof = subprocess.Popen([nupp, *args, "-p", str(tgt.pid), "-F", "997", "-d", str(seconds)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(4 - (time.monotonic() - t0))
+        early = cpu_s(prof.pid)
+        last, t_last = early, time.monotonic()
+        while prof.poll() is None:		# the last reading before it exits
+            try:
+                last, t_last = cpu_s(prof.pid), time.monotonic()
+            except (OSError, IndexError):
+                break
+            time.sleep(0.05)
+        err = prof.stderr.read()
+        if prof.returncode:
+            raise SystemExit("nupp-bpf failed: " + err)
+        stacks = sum(1 for _ in open(out + ".collapsed"))
+    tgt.kill()
+    tgt.wait()
+    return {"early": early / 4, "whole": last / (t_last - t0), "stacks": stacks}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--luajit", default="/usr/bin/luajit")
+    p.add_argument("--nupp", default=os.path.join(ROOT, "build", "nupp-bpf"))
+    p.add_argument("--compare", metavar="NUPP", help="another nupp-bpf, run in turn with --nupp")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--seconds", type=int, default=12)
+    a = p.parse_args()
+    builds = [a.nupp] + ([a.compare] if a.compare else [])
+    runs = {(b, job): [] for b in builds for job in ("record", "default job")}
+    for _ in range(a.reps):			# every build and job in turn
+        for b, job in runs:
+            runs[(b, job)].append(one(a, b, job, a.seconds))
+    print("`nupp-bpf [record] -p PID -F 997 -d %d` on `%s tests/bench/large.lua 20000` "
+          "(20,000 generated functions called round-robin), %d runs of each in turn; "
+          "nupp-bpf's own CPU as a share of one core, medians:" % (a.seconds, a.luajit, a.reps))
+    print()
+    print("| %sjob | first 4 s | whole run | distinct stacks |" % ("nupp-bpf | " if a.compare else ""))
+    print("|%s---|---:|---:|---:|" % ("---|" if a.compare else ""))
+    for (b, job), rs in runs.items():
+        print("| %s%s | %.1f %% | %.1f %% | %d |" % (
+            "`%s` | " % b if a.compare else "", job,
+            100 * statistics.median(r["early"] for r in rs),
+            100 * statistics.median(r["whole"] for r in rs),
+            statistics.median(r["stacks"] for r in rs)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: MIT
+"""Continuous mode: `record --rotate SECONDS -o DIR` writes one complete
+profile per interval, and `--keep N` keeps the newest N.
+
+The files of a session add up to it: the samples of every rotated file,
+read back with Go's own `go tool pprof -raw`, sum to the session's total
+as its summary states it, sample for sample, whatever crossed a rotation.
+Each file is named by the pid and its interval's start (UTC), which is the
+start the file itself records; each is read whole by pprof; and a watcher
+that reads every file the moment it appears in the directory finds each
+one complete (they are renamed into place).
+"""
+import gzip
+import re
+import subprocess
+import threading
+import time
+from datetime import datetime, timezone
+
+from helpers import NUPP, STOCK_LUAJIT, parse_collapsed, parse_summary, wait_for_teardowns, \
+    workload
+
+HOTCOLD = workload("hotcold.lua")
+NAME_RE = re.compile(r"^nupp-(\d+)-(\d{8}T\d{6}Z)\.(pb\.gz|collapsed)$")
+SAMPLE_RE = re.compile(r"^\s+(\d+)\s+\d+: ", re.M)
+TIME_RE = re.compile(r"^Time: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d+)? ", re.M)
+
+
+def pprof_raw(path):
+    p = subprocess.run(["go", "tool", "pprof", "-raw", str(path)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, f"go tool pprof -raw {path}:\n{p.stderr}"
+    return p.stdout
+
+
+def raw_samples(raw):
+    """samples/count summed over a -raw listing's samples."""
+    return sum(int(m[1]) for m in SAMPLE_RE.finditer(raw))
+
+
+class Watcher:
+    """Reads each new file of a directory as soon as it is listed, and
+    keeps what it found: a file renamed into place is whole when seen."""
+
+    def __init__(self, d):
+        self.dir, self.seen, self.broken = d, set(), []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.done.is_set():
+            for p in self.dir.glob("*.pb.gz"):
+                if p.name in self.seen:
+                    continue
+                self.seen.add(p.name)
+                try:
+                    gzip.decompress(p.read_bytes())
+                except FileNotFoundError:
+                    pass		# --keep removed it meanwhile
+                except (OSError, EOFError) as e:
+                    self.broken.append((p.name, str(e)))
+            time.sleep(0.005)
+
+    def close(self):
+        self.done.set()
+        self.thread.join()
+
+
+def test_rotated_files_add_up_to_the_session(privileged, tmp_path):
+    """A launched workload recorded with --rotate 1: one pprof file per
+    second, named by pid and start, readable by pprof, seen whole as they
+    appear; their samples sum to the session's total."""
+    out = tmp_path / "profiles"
+    out.mkdir()
+    watcher = Watcher(out)
+    wait_for_teardowns()
+    p = subprocess.run([str(NUPP), "record", "-F", "997", "--rotate", "1", "-o", f"{out}/",
+                        "--", *STOCK_LUAJIT.command(HOTCOLD, 3)],
+                       capture_output=True, text=True, timeout=120)
+    watcher.close()
+    assert p.returncode == 0, p.stderr
+    summary = parse_summary(p.stderr)
+    pid = int(re.search(r"^nupp-bpf: recording PID (\d+)", p.stderr, re.M)[1])
+    files = sorted(out.iterdir())
+    written = int(re.search(r"^nupp-bpf: wrote (\d+) profiles in ", p.stderr, re.M)[1])
+    assert len(files) == written >= 2, (files, p.stderr)
+    assert not watcher.broken, watcher.broken
+    assert len(watcher.seen) == written, "the watcher saw other files than the rotated ones"
+    total, starts = 0, []
+    for f in files:
+        m = NAME_RE.match(f.name)
+        assert m and m[3] == "pb.gz" and int(m[1]) == pid, f.name
+        raw = pprof_raw(f)
+        t = TIME_RE.search(raw)
+        assert t, raw
+        start = datetime.fromisoformat(t[1]).replace(tzinfo=timezone.utc)
+        assert start.strftime("%Y%m%dT%H%M%SZ") == m[2], (f.name, t[0])
+        starts.append(start.timestamp() + float(t[2] or 0))
+        total += raw_samples(raw)
+    assert starts == sorted(starts) and len(set(starts)) == len(starts)
+    # Every file but the last covers one interval of 1 s: their starts are
+    # a second apart, give or take a poll (10 ms) and a loaded machine.
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert all(0.99 <= g <= 1.5 for g in gaps[:-1]), gaps
+    assert summary.samples > 1000, p.stderr
+    assert total == summary.samples, f"rotated files hold {total}, the session {summary.samples}"
+
+
+def test_keep_and_format(privileged, tmp_path, target):
+    """--keep 2 with --format collapsed on a running process for 4 s:
+    every interval was written, only the newest two are left, and they
+    are the last two written (the session's final counts end the last)."""
+    t = target(STOCK_LUAJIT, HOTCOLD, ready="ready")
+    out = tmp_path / "profiles"
+    out.mkdir()
+    wait_for_teardowns()
+    p = subprocess.run([str(NUPP), "record", "-F", "997", "--rotate", "1", "--keep", "2",
+                        "--format", "collapsed", "-d", "4", "-p", str(t.pid), "-o", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    written = int(re.search(r"^nupp-bpf: wrote (\d+) profiles in ", p.stderr, re.M)[1])
+    files = sorted(out.iterdir())
+    assert written >= 4, p.stderr
+    assert len(files) == 2, files
+    for f in files:
+        m = NAME_RE.match(f.name)
+        assert m and m[3] == "collapsed" and int(m[1]) == t.pid, f.name
+    # The newest two: consecutive intervals (the last one's, a second or
+    # less, and the one before), ended with the session just now.
+    first, last = (datetime.strptime(NAME_RE.match(f.name)[2], "%Y%m%dT%H%M%SZ")
+                   for f in files)
+    age = datetime.now(timezone.utc).replace(tzinfo=None) - last
+    assert 0 < (last - first).total_seconds() <= 2 and age.total_seconds() < 10, (files, age)
+    rows = parse_collapsed(files[0].read_text())
+    assert sum(c for _, c in rows) > 0
+    assert t.alive()
+
+
+def test_rotate_errors(privileged, tmp_path):
+    """--rotate and --keep against what they go with: usage errors (exit 2);
+    a directory that cannot take the files: one error line (exit 1)."""
+    plain = tmp_path / "file"
+    plain.write_text("")
+    cases = [
+        (["trace", "--rotate", "1", "-p", "1"], 2, "--rotate is for record"),
+        (["--rotate", "1", "-p", "1"], 2, "--rotate is for record"),
+        (["record", "--keep", "3", "-p", "1"], 2, "--keep goes with --rotate"),
+        (["record", "--rotate", "0", "-p", "1"], 2, "--rotate wants a whole number"),
+        (["record", "--rotate", "1", "-o", "-", "-p", "1"], 2, "not to stdout"),
+        (["record", "--rotate", "1", "-o", "a", "-o", "b", "-p", "1"], 2, "one -o DIR"),
+        (["record", "--rotate", "1", "-o", str(plain), "--", "true"], 1,
+         f"cannot write files in {plain}"),
+        (["record", "--rotate", "1", "-o", str(tmp_path / "none"), "--", "true"], 1,
+         "No such file or directory"),
+    ]
+    for args, status, text in cases:
+        p = subprocess.run([str(NUPP), *args], capture_output=True, text=True, timeout=30)
+        lines = p.stderr.splitlines()
+        assert p.returncode == status and len(lines) == 1 and text in lines[0] and \
+            lines[0].startswith("nupp-bpf: error: "), (args, p.returncode, p.stderr)

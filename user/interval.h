@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * interval.h - what a profile gained since the last look.
+ *
+ * The live jobs (top's view, --rotate's files) show or write the samples of
+ * one interval at a time, while the sampler counts from the session's start:
+ * sampler__collect hands back every row with its counts so far, in the
+ * sampler's own order, where a row keeps its index and new rows come last.
+ * An interval remembers each row's counts at the last look and turns the
+ * next collected profile into the difference. Nothing is read twice or
+ * skipped: the intervals of a session add up to its total, sample for
+ * sample.
+ */
+#ifndef NUPP_INTERVAL_H
+#define NUPP_INTERVAL_H
+
+#include <stddef.h>
+#include "profile.h"
+
+struct interval {
+	__u64 (*seen)[NUPP_ST_MAX];	/* each row's counts at the last look */
+	size_t nseen, cap;
+};
+
+/* p, a profile as sampler__collect makes it, gets the counts it gained
+ * since the last call (since the start on the first); 0, or -1 when out of
+ * memory (p and the interval unchanged). */
+int interval__take(struct interval *iv, struct profile *p);
+
+void interval__free(struct interval *iv);
+
+#endif /* NUPP_INTERVAL_H */

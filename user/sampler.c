@@ -1,0 +1,1087 @@
+// SPDX-License-Identifier: MIT
+/* sampler.c - the sampling channel's userspace side. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <poll.h>
+#include <unistd.h>
+#include <linux/perf_event.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <zlib.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "code_sites.h"
+#include "codemap.h"
+#include "keymap.h"
+#include "procmem.h"
+#include "sampler.h"
+#include "cfunc_names.h"
+#include "libbpf_setup.h"
+#include "sampler.skel.h"
+#include "../bpf/sampler.h"
+#include "symbolize.h"
+#include "tracemap.h"
+#include "util.h"
+#include "zones.h"
+
+
+struct target {
+	const struct lj_target *t;
+	pid_t pid;			/* storage the memory reader points at */
+	struct symbolizer *sym;
+	struct codemap *code;		/* where its C functions come from */
+	struct cfunc_names *cnames;	/* and their names */
+	struct tracemap *tm;		/* NULL: its build's traces are not mapped */
+	struct zones *zones;		/* the caller's, NULL until set */
+	struct nupp_proc proc;		/* as configured in the procs map */
+	struct bpf_link *gc_probe;	/* retires the walk caches; NULL: no caches */
+	struct bpf_link *vm_probe;	/* names a new VM to the sampler; NULL: none */
+	__u64 seen_epoch;		/* the GC epoch the symbolizer's caches hold for */
+	double seen_at;			/* when it was read (CLOCK_MONOTONIC, s) */
+	double caches_retry_at;		/* caches off for GC cycles too often: when to try again, */
+	double caches_backoff;		/* after how long (s), doubled at each failure; 0 never off */
+	__u64 before_vm;		/* its samples that found no VM, taken before it had one */
+	bool gone;			/* the process exited or executed another program:
+					 * its pid may be another target's now */
+	__u32 slot;			/* in the BPF program's maps */
+};
+
+/* A stack as mapped through its trace, with what else makes its row. */
+struct mapped_key {
+	__u32 pid, tid;
+	__u64 g;
+	__u32 zone;
+	__u16 depth, shown;
+	struct nupp_frame frames[];
+};
+
+#define SLOT_SEEN	3	/* slot_row of a slot seen: its row (>= -2) + 3 */
+
+struct sampler {
+	struct sampler_bpf *skel;
+	struct bpf_link **links;
+	int nlinks;
+	struct bpf_link *exec_link;	/* on_exec */
+	size_t frames_size;		/* of a stacks map value: --depth + 1 frames */
+	struct nupp_frame *frames;	/* a buffer of that size */
+	struct sym_frame *info;		/* what each of them is, outermost first */
+	__u64 period_ns;		/* between two samples of a thread, 0 unknown */
+	struct nupp_frame *mapped;	/* the same with the frames inlined into a trace */
+	int max_shown;			/* --depth */
+	bool lines;			/* frames carry their current line */
+	bool dumpstack_names;		/* C functions by address (@0x…) */
+	bool no_walk_caches;		/* sampler_opts.no_walk_caches */
+	struct target **targets;	/* by slot, as in the BPF program (each stays put:
+					 * symbolizers read its pid) */
+	int ntargets, cap;
+	struct nupp_stack_slot *table;	/* the counts table, mapped read-only */
+	size_t table_len, table_bytes;	/* slots, bytes mapped */
+	struct nupp_proc *procs;	/* the procs map, mapped: live slots' fields */
+	struct ring_buffer *new_slots;	/* slots claimed since the last poll, with
+					 * their stacks' frames (struct nupp_new_slot) */
+	long *slot_row;			/* by slot: 0 not seen, else SLOT_SEEN + its row in
+					 * rows (-2: unsymbolized); zero pages until used */
+	__u32 *known;			/* slots seen, in the order they were */
+	size_t nknown;
+	struct keymap seen;		/* kernel key -> KEY_VALUE(row, enum tracemap_result);
+					 * row -2: unsymbolized */
+	__u8 *slot_map;			/* by slot: enum tracemap_result of its key */
+	struct keymap rendered;		/* a mapped stack's frames (struct mapped_key) -> its
+					 * row: the keys of one trace's instructions that
+					 * map alike render alike */
+	struct mapped_key *mkey;	/* a buffer for one */
+	struct profile rows;		/* rows with counts still 0 until collect */
+	__u64 unsymbolized_keys;
+};
+
+static const char *const err_names[NUPP_ERR_MAX] = {
+	[NUPP_ERR_NO_VM] = "no VM on thread",
+	[NUPP_ERR_NO_THREAD] = "bad current thread",
+	[NUPP_ERR_BAD_BASE] = "bad frame base",
+	[NUPP_ERR_BAD_FRAME] = "bad frame",
+	[NUPP_ERR_READ] = "read fault",
+	[NUPP_ERR_NO_FRAME] = "no frame",
+	[NUPP_ERR_VM_CLOSED] = "VM closed",
+	[NUPP_ERR_MAP_FULL] = "stack map full",
+};
+
+const char *sampler__err_name(int err)
+{
+	return err >= 0 && err < NUPP_ERR_MAX ? err_names[err] : "?";
+}
+
+/* The procs map as mapped: its slots one after another (an mmap-able
+ * array's values are 8-byte aligned, as the struct's size is). */
+_Static_assert(sizeof(struct nupp_proc) % 8 == 0, "procs slots are 8-byte aligned");
+static size_t procs_bytes(void)
+{
+	return NUPP_MAX_PLACES * sizeof(struct nupp_proc);
+}
+
+static int on_new_slot(void *ctx, void *data, size_t size);
+
+/* Destroying a uprobe link waits for an RCU grace period (~0.1 s here). */
+static void disable_walk_caches(struct target *tg)
+{
+	bpf_link__destroy(tg->gc_probe);
+	tg->gc_probe = NULL;
+	tg->proc.gc_epoch = 0;
+}
+
+static int attach_cpu_clock(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.size = sizeof(attr),
+		/* cpu-clock counts nanoseconds: a fixed period gives the asked
+		 * rate from the first sample on, where freq mode adapts slowly. */
+		.sample_period = s->period_ns,
+		/* An idle CPU runs no target: no program run there. */
+		.exclude_idle = 1,
+	};
+
+	s->links = calloc(ncpu, sizeof(*s->links));
+	if (!s->links)
+		return -ENOMEM;
+	for (int cpu = 0; cpu < ncpu; cpu++) {
+		int fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == ENODEV)	/* CPU offline */
+				continue;
+			snprintf(err, errsz, "failed to open cpu-clock event on CPU %d: %s", cpu,
+				 strerror(errno));
+			return -1;
+		}
+		s->links[s->nlinks] = bpf_program__attach_perf_event(s->skel->progs.on_cpu_clock, fd);
+		if (!s->links[s->nlinks]) {
+			snprintf(err, errsz, "failed to attach sampler on CPU %d: %s", cpu, strerror(errno));
+			close(fd);
+			return -1;
+		}
+		s->nlinks++;
+	}
+	return 0;
+}
+
+/* Address of the kernel's scheduler tick handler (an hrtimer callback):
+ * tick_nohz_handler since Linux 6.11, tick_sched_timer before. 0 if none. */
+static __u64 tick_handler(void)
+{
+	char line[256], name[128], type;
+	unsigned long long addr, found = 0;
+	FILE *f = fopen("/proc/kallsyms", "re");
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx %c %127s", &addr, &type, name) == 3 &&
+		    (!strcmp(name, "tick_nohz_handler") || !strcmp(name, "tick_sched_timer")))
+			found = addr;
+	fclose(f);
+	return found;
+}
+
+/* CONFIG_HZ of the running kernel, from its configuration (the file
+ * Debian installs in /boot, or the kernel's own /proc/config.gz; gzopen
+ * reads either); 0 when neither says. */
+static unsigned kernel_hz(void)
+{
+	char path[2][128] = { "", "/proc/config.gz" }, line[256];
+	struct utsname u;
+	unsigned hz = 0;
+
+	if (!uname(&u))
+		snprintf(path[0], sizeof(path[0]), "/boot/config-%s", u.release);
+	for (int i = 0; i < 2 && !hz; i++) {
+		gzFile f = path[i][0] ? gzopen(path[i], "rb") : NULL;
+
+		if (!f)
+			continue;
+		while (!hz && gzgets(f, line, sizeof(line)))
+			if (sscanf(line, "CONFIG_HZ=%u", &hz) != 1)
+				hz = 0;
+		gzclose(f);
+	}
+	return hz;
+}
+
+/* The time between two samples of a thread: the cpu-clock's period, or the
+ * scheduler tick's. */
+static __u64 period_ns(const struct sampler_opts *o)
+{
+	unsigned hz;
+
+	if (o->clock == SAMPLER_CLOCK_TICK)
+		return (hz = kernel_hz()) ? 1000000000ULL / hz : 0;
+	return o->freq_hz ? 1000000000ULL / o->freq_hz : (__u64)o->period_us * 1000;
+}
+
+__u64 sampler__period_ns(const struct sampler *s)
+{
+	return s->period_ns;
+}
+
+/* The userspace buffers, sized by --depth and --max-stacks. */
+static int alloc_buffers(struct sampler *s, const struct sampler_opts *o)
+{
+	size_t per_stack = o->depth + 1 + NUPP_MAX_DEPTH;	/* frames, mapped ones included */
+
+	/* Stacks hold exactly --depth frames and the caller of the outermost. */
+	s->frames_size = (o->depth + 1) * sizeof(struct nupp_frame);
+	s->frames = calloc(1, s->frames_size);
+	s->info = calloc(per_stack, sizeof(*s->info));
+	s->mapped = calloc(per_stack, sizeof(*s->mapped));
+	s->mkey = calloc(1, sizeof(*s->mkey) + per_stack * sizeof(*s->mapped));
+	/* Twice the slots asked for, so that probing stays short. */
+	for (s->table_len = 16; s->table_len < 2 * (size_t)o->max_stacks; s->table_len *= 2)
+		;
+	s->slot_row = calloc(s->table_len, sizeof(*s->slot_row));
+	s->known = malloc(s->table_len * sizeof(*s->known));
+	s->slot_map = calloc(s->table_len, sizeof(*s->slot_map));
+	if (!s->frames || !s->info || !s->mapped || !s->mkey || !s->slot_row || !s->known ||
+	    !s->slot_map)
+		return -1;
+	return 0;
+}
+
+/* Open the BPF object and set what it is loaded with: its constants, the
+ * sizes of its maps, the one timer program of --clock. */
+static int open_object(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
+{
+	s->skel = sampler_bpf__open_opts(libbpf_setup__open_opts());
+	if (!s->skel) {
+		snprintf(err, errsz, "failed to open the sampler BPF object: %s", strerror(errno));
+		return -1;
+	}
+	if (o->clock == SAMPLER_CLOCK_TICK && !(s->skel->rodata->tick_fn = tick_handler())) {
+		snprintf(err, errsz, "cannot find the scheduler tick handler "
+			 "(tick_nohz_handler) in /proc/kallsyms");
+		return -1;
+	}
+	s->skel->rodata->walk_turns = 2 * (o->depth + 1) < NUPP_MAX_DEPTH ? 2 * (o->depth + 1)
+									   : NUPP_MAX_DEPTH;
+	s->skel->rodata->leaf_pc = o->lines;
+	bpf_map__set_max_entries(s->skel->maps.counts, s->table_len);
+	bpf_map__set_value_size(s->skel->maps.stacks, s->frames_size);
+	bpf_map__set_max_entries(s->skel->maps.stacks, o->max_stacks);
+	bpf_program__set_autoload(o->clock == SAMPLER_CLOCK_TICK ? s->skel->progs.on_cpu_clock
+								  : s->skel->progs.on_tick, false);
+	return 0;
+}
+
+/* Load it, and map what userspace reads and writes in place: the counts
+ * table, the targets' entries; the ring of new slots. */
+static int load_object(struct sampler *s, char *err, size_t errsz)
+{
+	int ret = sampler_bpf__load(s->skel);
+	void *m;
+
+	if (ret) {
+		snprintf(err, errsz, "failed to load the sampler BPF program: %s", strerror(-ret));
+		return -1;
+	}
+	s->table_bytes = s->table_len * sizeof(*s->table);
+	m = mmap(NULL, s->table_bytes, PROT_READ, MAP_SHARED, bpf_map__fd(s->skel->maps.counts), 0);
+	if (m == MAP_FAILED) {
+		snprintf(err, errsz, "failed to map the sampler's counts: %s", strerror(errno));
+		return -1;
+	}
+	s->table = m;
+	m = mmap(NULL, procs_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED,
+		 bpf_map__fd(s->skel->maps.procs), 0);
+	if (m == MAP_FAILED) {
+		snprintf(err, errsz, "failed to map the sampler's procs: %s", strerror(errno));
+		return -1;
+	}
+	s->procs = m;
+	s->new_slots = ring_buffer__new(bpf_map__fd(s->skel->maps.new_slots), on_new_slot, s, NULL);
+	if (!s->new_slots) {
+		snprintf(err, errsz, "failed to open the sampler's ring buffer: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Start the timers (the scheduler tick, or a cpu-clock event per CPU) and
+ * the exec hook. */
+static int attach(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
+{
+	if (o->clock == SAMPLER_CLOCK_TICK) {
+		if (!(s->links = calloc(1, sizeof(*s->links)))) {
+			snprintf(err, errsz, "out of memory");
+			return -1;
+		}
+		if (!(s->links[0] = bpf_program__attach(s->skel->progs.on_tick))) {
+			snprintf(err, errsz, "failed to attach to the scheduler tick: %s", strerror(errno));
+			return -1;
+		}
+		s->nlinks = 1;
+	} else if (attach_cpu_clock(s, o, err, errsz)) {
+		return -1;
+	}
+	s->exec_link = bpf_program__attach(s->skel->progs.on_exec);
+	if (!s->exec_link) {
+		snprintf(err, errsz, "failed to attach to sched_process_exec: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t errsz)
+{
+	struct sampler *s = calloc(1, sizeof(*s));
+
+	if (!s || alloc_buffers(s, o)) {
+		snprintf(err, errsz, "out of memory");
+		sampler__close(s);
+		return NULL;
+	}
+	s->period_ns = period_ns(o);
+	s->max_shown = o->depth;
+	s->lines = o->lines;
+	s->dumpstack_names = o->dumpstack_names;
+	s->no_walk_caches = o->no_walk_caches;
+	if (open_object(s, o, err, errsz) || load_object(s, err, errsz) || attach(s, o, err, errsz)) {
+		sampler__close(s);
+		return NULL;
+	}
+	return s;
+}
+
+static void free_target(struct target *tg)
+{
+	bpf_link__destroy(tg->vm_probe);
+	symbolizer__free(tg->sym);
+	cfunc_names__free(tg->cnames);
+	codemap__free(tg->code);
+	tracemap__free(tg->tm);
+	free(tg);
+}
+
+void sampler__close(struct sampler *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < s->nlinks; i++)
+		bpf_link__destroy(s->links[i]);
+	free(s->links);
+	bpf_link__destroy(s->exec_link);
+	sampler_bpf__destroy(s->skel);
+	for (int i = 0; i < s->ntargets; i++) {
+		disable_walk_caches(s->targets[i]);
+		free_target(s->targets[i]);
+	}
+	free(s->targets);
+	ring_buffer__free(s->new_slots);
+	if (s->table)
+		munmap(s->table, s->table_bytes);
+	if (s->procs)
+		munmap(s->procs, procs_bytes());
+	keymap__free(&s->seen);
+	keymap__free(&s->rendered);
+	free(s->mkey);
+	profile__free(&s->rows);
+	free(s->frames);
+	free(s->info);
+	free(s->mapped);
+	free(s->slot_map);
+	free(s->slot_row);
+	free(s->known);
+	free(s);
+}
+
+/* The live target of pid: one that exited may have left its pid to another. */
+static struct target *target_of(struct sampler *s, __u32 pid)
+{
+	for (int i = 0; i < s->ntargets; i++)
+		if (s->targets[i]->pid == (pid_t)pid && !s->targets[i]->gone)
+			return s->targets[i];
+	return NULL;
+}
+
+/* Write a target's entry of the procs map, before it is listed. */
+static int configure(struct sampler *s, struct target *tg)
+{
+	return bpf_map__update_elem(s->skel->maps.procs, &tg->slot, sizeof(tg->slot), &tg->proc,
+				    sizeof(tg->proc), BPF_ANY);
+}
+
+/* Set one field of a listed target's entry, in place: rewriting the entry
+ * would also set back its GC epoch, which the kernel bumps meanwhile
+ * (the caches would take entries of freed code for valid again). */
+#define SET_LIVE(s, tg, field, v) do {						\
+	(tg)->proc.field = (v);							\
+	__atomic_store_n(&(s)->procs[(tg)->slot].field, (tg)->proc.field,	\
+			 __ATOMIC_RELEASE);					\
+} while (0)
+
+/* List a configured target for the sampler: once, so that a slot the
+ * kernel tombstoned at an exec (on_exec) is never brought back. */
+static int enlist(struct sampler *s, struct target *tg)
+{
+	__u32 tgid = tg->pid;
+
+	if (tg->slot >= NUPP_MAX_TARGETS)
+		return bpf_map__update_elem(s->skel->maps.more_targets, &tgid, sizeof(tgid),
+					    &tg->slot, sizeof(tg->slot), BPF_ANY);
+	__atomic_store_n(&s->skel->bss->target_tgid[tg->slot], tgid, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Unlist a target: its pid matches nothing from now on. */
+static void unlist(struct sampler *s, struct target *tg)
+{
+	__u32 tgid = tg->pid, slot;
+
+	if (tg->slot < NUPP_MAX_TARGETS) {
+		__atomic_store_n(&s->skel->bss->target_tgid[tg->slot], NUPP_TGID_GONE,
+				 __ATOMIC_RELEASE);
+		return;
+	}
+	/* Gone already if the process executed another program (on_exec). */
+	if (!bpf_map__lookup_elem(s->skel->maps.more_targets, &tgid, sizeof(tgid), &slot,
+				  sizeof(slot), 0) && slot == tg->slot)
+		bpf_map__delete_elem(s->skel->maps.more_targets, &tgid, sizeof(tgid), 0);
+}
+
+/* The block [*start, + *len) holding the 8-byte fields at offs[0..n); -1
+ * when it would be longer than max. */
+static int block_of(const __u32 *offs, int n, __u32 max, __u32 *start, __u32 *len)
+{
+	__u32 lo = offs[0], hi = offs[0];
+
+	for (int i = 1; i < n; i++) {
+		lo = offs[i] < lo ? offs[i] : lo;
+		hi = offs[i] > hi ? offs[i] : hi;
+	}
+	*start = lo & ~7U;
+	*len = hi + 8 - *start;
+	return *len <= max ? 0 : -1;
+}
+
+/* A uprobe running prog at the entry of tg's function at address at (0: the
+ * build has no such function), only where its first instruction decodes as
+ * a function's entry; NULL when there is none. */
+static struct bpf_link *probe_entry(struct bpf_program *prog, struct target *tg, __u64 at)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo);
+	__u64 off = at ? lj_target__file_offset(tg->t, at) : 0;
+
+	if (!off || code_sites__verify(tg->t->path, at, CODE_SITE_FUNC_ENTRY, &tg->t->layout, NULL, 0))
+		return NULL;
+	return bpf_program__attach_uprobe_opts(prog, tg->pid, tg->t->path, off, &uo);
+}
+
+/* The sampler caches what it learns of call sites and functions (struct
+ * lj_memo in bpf/lj_walk.h) once a probe on the atomic phase of LuaJIT's GC
+ * cycles retires those caches; a build without that site, or whose site
+ * does not decode as a function's entry, is walked without them
+ * (NUPP_NO_CODE_CACHE=1 and sampler_opts.no_walk_caches ask for that too). */
+static void enable_walk_caches(struct sampler *s, struct target *tg)
+{
+	__u64 epoch = 0;
+
+	if (s->no_walk_caches || getenv("NUPP_NO_CODE_CACHE"))
+		return;
+	tg->gc_probe = probe_entry(s->skel->progs.on_gc_cycle, tg,
+				   lj_target__sym(tg->t, "lj_gc_separateudata"));
+	if (!tg->gc_probe)
+		return;
+	/* Unique to this attachment: entries of an earlier process with the
+	 * same pid, or of another, can never match. */
+	while (!epoch)
+		if (getrandom(&epoch, sizeof(epoch), 0) != sizeof(epoch))
+			epoch = ((__u64)getpid() << 32 | (__u32)tg->pid) ^ (__u64)time(NULL) << 20;
+	tg->proc.gc_epoch = tg->seen_epoch = epoch;
+	tg->seen_at = monotonic_s();
+}
+
+/* A process with no VM yet (launched, or a child that executed LuaJIT) gets
+ * a uprobe on luaL_openlibs, its VM's first call: from then on the sampler
+ * knows the thread's VM without waiting for a scan (on_openlibs). A build
+ * that does not export it, or whose entry does not verify, waits for the
+ * scan. */
+static void watch_new_vm(struct sampler *s, struct target *tg)
+{
+	if (tg->t->ngs || getenv("NUPP_NO_VM_PROBE"))
+		return;
+	tg->vm_probe = probe_entry(s->skel->progs.on_openlibs, tg,
+				   lj_target__func(tg->t, "luaL_openlibs"));
+}
+
+int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zones *z,
+			char *err, size_t errsz)
+{
+	const struct lj_layout *lj = &t->layout;
+	const __u32 Lf[] = { lj->L_base, lj->L_stack, lj->L_maxstack, lj->L_cframe };
+	/* The main lua_State is the first member of GG_State. */
+	const __u32 ggf[] = {
+		lj->L_base, lj->L_stack, lj->L_maxstack, lj->L_cframe,
+		lj->gg_g + lj->g_vmstate, lj->gg_g + lj->g_cur_L, lj->gg_g + lj->g_jit_base,
+	};
+	__u32 gg_blk, gg_len, L_blk, L_len;
+	struct target *tg;
+
+	/* The sampler reads these fields in one block each. */
+	if (block_of(ggf, sizeof(ggf) / sizeof(ggf[0]), NUPP_GG_BLK, &gg_blk, &gg_len) ||
+	    block_of(Lf, sizeof(Lf) / sizeof(Lf[0]), NUPP_BLK, &L_blk, &L_len)) {
+		snprintf(err, errsz, "the LuaJIT layout of PID %d spreads the VM's fields wider "
+			 "than the sampler reads at once", t->pid);
+		return -1;
+	}
+
+	if (s->ntargets == NUPP_MAX_PLACES) {
+		snprintf(err, errsz, "too many target processes (at most %d)", NUPP_MAX_PLACES);
+		return -1;
+	}
+	if (ARRAY_ROOM(s->targets, s->ntargets, s->cap, 8)) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	tg = calloc(1, sizeof(*tg));
+	if (!tg) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	tg->slot = s->ntargets;
+	tg->t = t;
+	tg->pid = t->pid;
+	tg->proc = (struct nupp_proc){
+		.lj = t->layout,
+		.gg_blk = gg_blk,
+		.gg_len = gg_len,
+		.L_blk = L_blk,
+		.L_len = L_len,
+		.vm_lo = t->vm_lo,
+		.vm_hi = t->vm_hi,
+		.g = t->ngs == 1 ? t->gs[0] : 0,
+		.max_frames = s->frames_size / sizeof(struct nupp_frame),
+		.counts_mask = s->table_len - 1,
+		.slot = s->ntargets,
+		.zone_cur = z ? zones__current_addr(z) : 0,
+	};
+	tg->zones = z;
+	tg->sym = symbolizer__new(lj_target__build(t), procmem__reader(&tg->pid));
+	tg->code = codemap__new(t->pid);
+	tg->cnames = tg->code ? cfunc_names__new(t->pid, tg->code) : NULL;
+	if (!tg->sym || !tg->code || !tg->cnames) {
+		snprintf(err, errsz, "out of memory");
+		free_target(tg);
+		return -1;
+	}
+	symbolizer__set_lines(tg->sym, s->lines);
+	if (!s->dumpstack_names)
+		symbolizer__set_cfunc_names(tg->sym, tg->cnames);
+	/* NULL for a build whose layout has no trace fields (or when
+	 * NUPP_NO_TRACE_MAP=1 asks so): its compiled samples keep the trace's
+	 * base frame as their leaf. */
+	if (!getenv("NUPP_NO_TRACE_MAP"))
+		tg->tm = tracemap__new(lj_target__build(t), procmem__reader(&tg->pid), t->vm_lo);
+	if (configure(s, tg) || enlist(s, tg)) {
+		snprintf(err, errsz, "failed to configure PID %d: %s", t->pid, strerror(errno));
+		free_target(tg);
+		return -1;
+	}
+	s->targets[s->ntargets++] = tg;
+	/* Sampled from now on; walked with the caches once their probe is on.
+	 * Attaching a uprobe can take a while (it waits for any uprobe being
+	 * removed, ~0.1 s each), and sampling need not wait for it. */
+	watch_new_vm(s, tg);
+	enable_walk_caches(s, tg);
+	if (tg->gc_probe)
+		SET_LIVE(s, tg, gc_epoch, tg->proc.gc_epoch);
+	return 0;
+}
+
+int sampler__refresh_target(struct sampler *s, const struct lj_target *t)
+{
+	struct target *tg = target_of(s, t->pid);
+
+	if (!tg)
+		return -ESRCH;
+	SET_LIVE(s, tg, g, t->ngs == 1 ? t->gs[0] : 0);
+	return 0;
+}
+
+__u64 sampler__vmless(struct sampler *s, pid_t pid)
+{
+	struct target *tg = target_of(s, pid);
+
+	return tg ? __atomic_load_n(&s->procs[tg->slot].vmless, __ATOMIC_ACQUIRE) : 0;
+}
+
+void sampler__before_vm(struct sampler *s, pid_t pid, __u64 vmless)
+{
+	struct target *tg = target_of(s, pid);
+
+	if (tg)
+		tg->before_vm = vmless;
+}
+
+void sampler__target_gone(struct sampler *s, pid_t pid)
+{
+	struct target *tg = target_of(s, pid);
+
+	if (!tg)
+		return;
+	tg->gone = true;
+	unlist(s, tg);
+}
+
+bool sampler__target_execed(struct sampler *s, pid_t pid)
+{
+	struct target *tg = target_of(s, pid);
+
+	if (!tg || !__atomic_load_n(&s->skel->bss->target_execed[tg->slot],
+				    __ATOMIC_ACQUIRE))
+		return false;
+	/* Stacks seen before the exec, while the symbolizer still knows the
+	 * process as it was (its caches; its memory is the new program's). */
+	sampler__poll(s);
+	sampler__target_gone(s, pid);
+	/* The GC probe would fire in a new image that maps the same file,
+	 * next to the one the new target attaches. */
+	disable_walk_caches(tg);
+	tg->caches_backoff = 0;
+	return true;
+}
+
+int sampler__set_zones(struct sampler *s, pid_t pid, struct zones *z)
+{
+	struct target *tg = target_of(s, pid);
+
+	if (!tg)
+		return -ESRCH;
+	tg->zones = z;
+	SET_LIVE(s, tg, zone_cur, zones__current_addr(z));
+	return 0;
+}
+
+void sampler__pause(struct sampler *s, bool paused)
+{
+	s->skel->bss->paused = paused;
+}
+
+void sampler__stop(struct sampler *s)
+{
+	for (int i = 0; i < s->nlinks; i++)
+		bpf_link__destroy(s->links[i]);
+	s->nlinks = 0;
+	bpf_link__destroy(s->exec_link);
+	s->exec_link = NULL;
+}
+
+
+/* Frame k of the stack just symbolized into text, as a profile frame. */
+static struct profile_frame frame_of(struct target *tg, const struct sym_frame *sf,
+				     char *text)
+{
+	static const enum profile_frame_kind kinds[] = {
+		[SYM_KIND_LUA] = PROFILE_FRAME_LUA, [SYM_KIND_C] = PROFILE_FRAME_C,
+		[SYM_KIND_BUILTIN] = PROFILE_FRAME_BUILTIN, [SYM_KIND_UNREAD] = PROFILE_FRAME_UNKNOWN,
+	};
+	struct profile_frame f = {
+		.name = text + sf->off, .file = "", .kind = kinds[sf->kind],
+		.start_line = sf->start_line, .line = sf->line, .addr = sf->addr,
+	};
+	const struct code_mapping *m;
+
+	if (sf->kind == SYM_KIND_LUA)
+		f.file = (char *)sf->chunk;
+	if (sf->kind == SYM_KIND_C && (m = codemap__find(tg->code, sf->addr))) {
+		f.file = m->file;
+		f.map_start = m->start;
+		f.map_limit = m->limit;
+		f.map_off = m->off;
+	}
+	return f;
+}
+
+/* Add the stack just symbolized (n frames: text and s->info) as a row of
+ * key k; the row, or -1 when out of memory. */
+static long add_row(struct sampler *s, struct target *tg, const struct nupp_stack_key *k,
+		    struct strbuf *text, int n)
+{
+	__u32 ids[NUPP_MAX_DEPTH];
+	long id;
+
+	/* Each name ends where the next frame's ';' is: cut them apart. */
+	for (int i = 0; i < n; i++)
+		text->buf[s->info[i].off + s->info[i].len] = '\0';
+	for (int i = 0; i < n; i++) {
+		struct profile_frame f = frame_of(tg, &s->info[i], text->buf);
+
+		if ((id = profile__frame(&s->rows, &f)) < 0)
+			return -1;
+		ids[i] = id;
+	}
+	return profile__add(&s->rows, k->pid, k->tid, k->g,
+			    tg->zones ? zones__path(tg->zones, k->zone) : "", ids, n);
+}
+
+/* What s->seen holds for a key: its row (>= -2) and how its trace
+ * position mapped (enum tracemap_result). */
+#define KEY_VALUE(row, mapped)	(((row) + 2) * 4 + (mapped))
+#define KEY_ROW(v)		((v) / 4 - 2)
+#define KEY_MAPPED(v)		((int)((v) % 4))
+
+/* The frames of k's stack into s->frames: those the ring brought with its
+ * slot (frames, nframes; NULL when it did not), else from the stacks map,
+ * where the kernel stores them before the first key of the stack. */
+static int key_frames(struct sampler *s, const struct nupp_stack_key *k,
+		      const struct nupp_frame *frames, __u32 nframes)
+{
+	if (frames && nframes == k->depth && nframes * sizeof(*frames) <= s->frames_size) {
+		memcpy(s->frames, frames, nframes * sizeof(*frames));
+		return 0;
+	}
+	return bpf_map__lookup_elem(s->skel->maps.stacks, &k->stack, sizeof(k->stack),
+				    s->frames, s->frames_size, 0);
+}
+
+/* Render one kernel key into a row, once. A stack with frames that could not
+ * be read because the target is gone is counted as unsymbolized instead (row
+ * -2). On trace, the frames inlined into the trace come first (*mapped:
+ * enum tracemap_result). The row, or -1 when out of memory. */
+static long symbolize_key(struct sampler *s, const struct nupp_stack_key *k,
+			  const struct nupp_frame *frames, __u32 nframes, int *mapped)
+{
+	struct target *tg = target_of(s, k->pid);
+	struct strbuf stack = {};
+	int unknown, depth = k->depth, shown = k->depth - k->truncated;
+	long row = -2;
+
+	*mapped = TRACEMAP_NONE;
+	if (tg && !key_frames(s, k, frames, nframes)) {
+		/* On trace: the frames inlined into it, from its snapshots. */
+		*mapped = tracemap__expand(tg->tm, k->g, s->frames, k->depth, s->mapped,
+					   k->depth + NUPP_MAX_DEPTH, &depth);
+		if (*mapped < 0)
+			return -1;
+		shown += depth - k->depth;
+		if (shown > s->max_shown)
+			shown = s->max_shown;
+		/* The keys of a trace's instructions between two snapshots map
+		 * to one stack: render it once. */
+		if (*mapped == TRACEMAP_MAPPED) {
+			size_t n = sizeof(*s->mkey) + depth * sizeof(*s->mapped);
+
+			*s->mkey = (struct mapped_key){ k->pid, k->tid, k->g, k->zone, depth, shown };
+			memcpy(s->mkey->frames, s->mapped, depth * sizeof(*s->mapped));
+			row = keymap__get(&s->rendered, s->mkey, n);
+			if (row >= 0)
+				goto seen;
+			row = -2;
+		}
+		/* Until the GC epoch moves, no code was freed since the caches
+		 * were last flushed: a cached prototype holds without a read. */
+		symbolizer__trust(tg->sym, tg->proc.gc_epoch &&
+				  __atomic_load_n(&s->procs[tg->slot].gc_epoch, __ATOMIC_RELAXED) ==
+				  tg->seen_epoch);
+		unknown = symbolizer__stack_info(tg->sym, s->mapped, depth, shown, &stack, s->info);
+		if (unknown == -ENOMEM)
+			return -1;
+		if (!unknown || procmem__alive(tg->pid))
+			row = add_row(s, tg, k, &stack, shown);
+		if (row == -1)
+			return -1;
+		if (row >= 0)
+			s->rows.rows[row].unreadable = unknown > 0;
+		if (row >= 0 && *mapped == TRACEMAP_MAPPED &&
+		    keymap__put(&s->rendered, s->mkey, sizeof(*s->mkey) + depth * sizeof(*s->mapped), row))
+			return -1;
+	}
+seen:
+	strbuf__free(&stack);
+	if (row == -2)
+		s->unsymbolized_keys++;
+	return keymap__put(&s->seen, k, sizeof(*k), KEY_VALUE(row, *mapped)) ? -1 : row;
+}
+
+/* Slot idx of the counts table holds a key: give it its row. The frames of
+ * its stack come along when the ring announced it (else NULL). */
+static int see_slot(struct sampler *s, __u32 idx, const struct nupp_frame *frames,
+		    __u32 nframes)
+{
+	const struct nupp_stack_slot *slot;
+	long row, v;
+	int mapped;
+
+	if (idx >= s->table_len || s->slot_row[idx])
+		return 0;
+	slot = &s->table[idx];
+	if (!__atomic_load_n(&slot->ready, __ATOMIC_ACQUIRE))
+		return 0;
+	v = keymap__get(&s->seen, &slot->key, sizeof(slot->key));
+	if (v == -1) {
+		row = symbolize_key(s, &slot->key, frames, nframes, &mapped);
+	} else {
+		row = KEY_ROW(v);
+		mapped = KEY_MAPPED(v);
+	}
+	if (row == -1)
+		return -ENOMEM;
+	s->slot_row[idx] = SLOT_SEEN + row;
+	s->slot_map[idx] = mapped;
+	s->known[s->nknown++] = idx;
+	return 0;
+}
+
+static int on_new_slot(void *ctx, void *data, size_t size)
+{
+	const struct nupp_new_slot *e = data;
+	size_t head = offsetof(struct nupp_new_slot, frames);
+
+	if (size < head || e->nframes > (size - head) / sizeof(e->frames[0]))
+		return 0;
+	return see_slot(ctx, e->slot, e->frames, e->nframes);
+}
+
+/* Each GC cycle costs the target a uprobe hit (7-20 us here: the probed
+ * instruction is emulated or single-stepped). A target that runs more cycles
+ * than this (a small heap under a high allocation rate) is walked without the
+ * caches instead: they would be retired before they pay, and the probe's hits
+ * would cost it up to 0.5 % of a core. */
+#define GC_CYCLES_MAX_PER_S	250
+
+/* Programs often allocate most at start-up: a target found running GC cycles
+ * too often is tried again with the caches after a while, 2 s the first
+ * time, twice as long after each failure, at most a minute. A try costs it
+ * the probe's hits until the next poll. */
+#define CACHES_RETRY_S		2.0
+#define CACHES_RETRY_MAX_S	60.0
+
+static void retry_walk_caches(struct sampler *s, struct target *tg)
+{
+	/* As at attach: the probe first, then a new epoch, so that no entry
+	 * of before matches and every entry at the new one was found in use
+	 * after any atomic phase the probe missed (bpf/lj_walk.h). */
+	enable_walk_caches(s, tg);
+	if (!tg->gc_probe) {
+		tg->caches_backoff = 0;		/* the probe will not attach: stop trying */
+		return;
+	}
+	SET_LIVE(s, tg, gc_epoch, tg->proc.gc_epoch);
+	/* Code freed while they were off was never forgotten: the
+	 * symbolizer's caches start anew with the epoch. */
+	symbolizer__flush(tg->sym);
+	tracemap__flush(tg->tm);
+	if (getenv("NUPP_VERBOSE"))
+		fprintf(stderr, "sampler: pid %d walk caches on again\n", tg->pid);
+}
+
+/* A GC cycle of a target swept since its last poll (its GC epoch moved):
+ * what the symbolizer cached by the addresses of prototypes may now belong
+ * to other code. Stacks recorded before the sweep and first seen after it
+ * can still read the new code; polling often keeps that window short. */
+static void forget_freed_code(struct sampler *s, struct target *tg)
+{
+	double t = monotonic_s();
+	__u64 epoch;
+
+	if (!tg->proc.gc_epoch && tg->caches_backoff && t >= tg->caches_retry_at)
+		retry_walk_caches(s, tg);
+	epoch = __atomic_load_n(&s->procs[tg->slot].gc_epoch, __ATOMIC_RELAXED);
+	if (!tg->proc.gc_epoch || epoch == tg->seen_epoch) {
+		tg->seen_at = t;
+		return;
+	}
+	if ((epoch - tg->seen_epoch) > GC_CYCLES_MAX_PER_S * (t - tg->seen_at) + 10) {
+		/* Epoch 0 first: no walk trusts the caches once the probe goes. */
+		SET_LIVE(s, tg, gc_epoch, 0);
+		disable_walk_caches(tg);
+		tg->caches_backoff = tg->caches_backoff ? tg->caches_backoff * 2 : CACHES_RETRY_S;
+		if (tg->caches_backoff > CACHES_RETRY_MAX_S)
+			tg->caches_backoff = CACHES_RETRY_MAX_S;
+		tg->caches_retry_at = t + tg->caches_backoff;
+		if (getenv("NUPP_VERBOSE"))
+			fprintf(stderr, "sampler: pid %d runs GC cycles too often; no walk caches "
+				"for %.0f s\n", tg->pid, tg->caches_backoff);
+	}
+	tg->seen_epoch = epoch;
+	tg->seen_at = t;
+	symbolizer__flush(tg->sym);
+	tracemap__flush(tg->tm);
+	keymap__free(&s->rendered);	/* of every target: few are kept */
+}
+
+int sampler__drain(struct sampler *s)
+{
+	int ret, n;
+
+	for (int i = 0; i < s->ntargets; i++)
+		if (!s->targets[i]->gone)
+			forget_freed_code(s, s->targets[i]);
+	ret = n = ring_buffer__consume(s->new_slots);
+	if (ret < 0)
+		return ret;
+	/* The ring was full at some point: find the slots it missed. */
+	if (__atomic_exchange_n(&s->skel->bss->new_slots_lost, 0, __ATOMIC_ACQ_REL))
+		for (__u32 idx = 0; idx < s->table_len; idx++)
+			if ((ret = see_slot(s, idx, NULL, 0)))
+				return ret;
+	return n;
+}
+
+int sampler__wait(struct sampler *s, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = ring_buffer__epoll_fd(s->new_slots), .events = POLLIN };
+
+	if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
+		return -errno;
+	return sampler__drain(s);
+}
+
+int sampler__poll(struct sampler *s)
+{
+	int ret;
+
+	for (int i = 0; i < s->ntargets; i++) {
+		if (s->targets[i]->gone)
+			continue;
+		codemap__age(s->targets[i]->code);
+		tracemap__poll(s->targets[i]->tm);
+	}
+	ret = sampler__drain(s);
+	return ret < 0 ? ret : 0;
+}
+
+/* Sum a per-CPU counter. */
+static __u64 counter(struct sampler *s, __u32 idx)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	__u64 vals[ncpu], sum = 0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.counters), &idx, vals))
+		return 0;
+	for (int i = 0; i < ncpu; i++)
+		sum += vals[i];
+	return sum;
+}
+
+/* Samples of the targets so far: every one is counted once, in its
+ * stack's slot or in a counter. */
+static __u64 samples_so_far(struct sampler *s)
+{
+	__u64 n = 0;
+
+	for (size_t k = 0; k < s->nknown; k++)
+		for (int i = 0; i < NUPP_ST_MAX; i++)
+			n += __atomic_load_n(&s->table[s->known[k]].state[i], __ATOMIC_RELAXED);
+	for (__u32 i = 0; i < NUPP_CNT_MAX; i++)
+		n += counter(s, i);
+	return n;
+}
+
+void sampler__progress(struct sampler *s, __u64 *samples, __u64 *stacks)
+{
+	*samples = samples_so_far(s);
+	*stacks = s->seen.used;
+}
+
+/* Add every row of s to p, with its frames; 0 or -1 when out of memory. */
+static int copy_rows(struct sampler *s, struct profile *p)
+{
+	long *id = malloc((s->rows.nframes + 1) * sizeof(*id));	/* in s -> in p */
+	__u32 ids[NUPP_MAX_DEPTH];
+	int ret = -1;
+
+	if (!id)
+		return -1;
+	for (size_t i = 0; i < s->rows.nframes; i++)
+		if ((id[i] = profile__frame(p, &s->rows.frames[i])) < 0)
+			goto out;
+	for (size_t i = 0; i < s->rows.nrows; i++) {
+		const struct profile_row *r = &s->rows.rows[i];
+		long at;
+
+		for (__u32 k = 0; k < r->nframes; k++)
+			ids[k] = id[r->frames[k]];
+		if ((at = profile__add(p, r->pid, r->tid, r->g, r->zone, ids, r->nframes)) < 0)
+			goto out;
+		memcpy(p->rows[at].state, r->state, sizeof(r->state));
+		p->rows[at].unreadable = r->unreadable;
+	}
+	p->period_ns = s->period_ns;
+	ret = 0;
+out:
+	free(id);
+	return ret;
+}
+
+struct profile *sampler__counts(struct sampler *s, struct sampler_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (sampler__poll(s))
+		return NULL;
+	/* Rows are sums: one key may sit in two slots, and keys that render
+	 * alike share a row. */
+	for (size_t i = 0; i < s->rows.nrows; i++)
+		memset(s->rows.rows[i].state, 0, sizeof(s->rows.rows[i].state));
+	for (size_t k = 0; k < s->nknown; k++) {
+		const struct nupp_stack_slot *slot = &s->table[s->known[k]];
+		long row = s->slot_row[s->known[k]] - SLOT_SEEN;
+		__u64 c[NUPP_ST_MAX], n = 0;
+
+		for (int i = 0; i < NUPP_ST_MAX; i++)
+			n += c[i] = __atomic_load_n(&slot->state[i], __ATOMIC_RELAXED);
+		st->samples += n;
+		if (slot->key.truncated)
+			st->truncated += n;
+		st->trace_compiled += c[NUPP_ST_COMPILED];
+		if (s->slot_map[s->known[k]] == TRACEMAP_MAPPED)
+			st->trace_mapped += c[NUPP_ST_COMPILED];
+		else if (s->slot_map[s->known[k]] == TRACEMAP_UNMAPPED)
+			st->trace_unmapped += c[NUPP_ST_COMPILED];
+		if (row < 0) {
+			st->unsymbolized += n;
+			continue;
+		}
+		if (s->rows.rows[row].unreadable)
+			st->unreadable += n;
+		for (int i = 0; i < NUPP_ST_MAX; i++)
+			s->rows.rows[row].state[i] += c[i];
+	}
+	if (getenv("NUPP_VERBOSE")) {
+		fprintf(stderr, "sampler: %zu kernel stacks, %zu mapped stacks rendered\n",
+			s->seen.used, s->rendered.used);
+		for (int i = 0; i < s->ntargets; i++)
+			if (s->targets[i]->tm)
+				fprintf(stderr, "sampler: pid %d: %zu traces held, %zu bytes\n",
+					s->targets[i]->pid, tracemap__traces(s->targets[i]->tm),
+					tracemap__bytes(s->targets[i]->tm));
+	}
+	st->paused = counter(s, NUPP_CNT_PAUSED);
+	st->samples += st->paused;
+	for (int i = 0; i < NUPP_ERR_MAX; i++)
+		st->samples += st->unresolved[i] = counter(s, NUPP_CNT_ERR + i);
+	for (int i = 0; i < s->ntargets; i++) {
+		struct target *tg = s->targets[i];
+		__u64 named = __atomic_load_n(&s->procs[tg->slot].vmless_named, __ATOMIC_ACQUIRE);
+
+		/* Those before luaL_openlibs ran before any Lua code, whatever
+		 * the scans saw (on_openlibs). */
+		if (named && named - 1 > tg->before_vm)
+			tg->before_vm = named - 1;
+		st->before_vm += tg->before_vm;
+	}
+	st->unresolved[NUPP_ERR_NO_VM] -= st->before_vm;
+	return &s->rows;
+}
+
+int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats *st)
+{
+	if (!sampler__counts(s, st))
+		return -ENOMEM;
+	return copy_rows(s, p) ? -ENOMEM : 0;
+}

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: MIT
+/*
+ * summary.c - the end-of-session summary on stderr.
+ *
+ * Samples: how many, over how long, the VM-state split, then every sample
+ * that is not a Lua stack, told apart: outside Lua (no function on the
+ * thread's Lua stack, no VM yet, the VM closed: the program's own code, not
+ * a failure) or unresolved, by reason; frames that could not be read; stacks
+ * cut at --depth; compiled samples mapped through their trace. Then the
+ * first five collapsed stacks. Trace aborts: totals, and the sites that
+ * blacklist or block the JIT, each with the catalog's explanation.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "summary.h"
+#include "trace_reasons.h"
+
+/* Samples counted under err were taken outside Lua, not failures. */
+static bool outside_lua(int err)
+{
+	return err == NUPP_ERR_NO_FRAME || err == NUPP_ERR_VM_CLOSED;
+}
+
+static void sample_counts(const struct profile *p, const struct render_opts *ro,
+			  const struct sampler_stats *st, double seconds, unsigned depth, long stacks)
+{
+	static const char *const names[NUPP_ST_MAX] = {
+		"compiled", "interpreted", "C", "GC", "compiling",
+	};
+	__u64 state[NUPP_ST_MAX], total = 0, bad = 0, outside;
+
+	profile__totals(p, ro, state);
+	for (int i = 0; i < NUPP_ST_MAX; i++)
+		total += state[i];
+	fprintf(stderr, "nupp-bpf: %.1f s, %llu samples, %ld stacks\n", seconds,
+		(unsigned long long)total, stacks);
+	if (total) {
+		fputs("  VM states:", stderr);
+		for (int i = 0; i < NUPP_ST_MAX; i++)
+			fprintf(stderr, " %s %.1f%%", names[i], 100.0 * state[i] / total);
+		fputc('\n', stderr);
+	}
+	/* A thread with no function on its Lua stack runs the program's own
+	 * code (an nginx worker between requests), and one of a process with
+	 * no VM yet, or with its VM closed, its start-up or its end: not
+	 * failures to resolve. */
+	outside = st->unresolved[NUPP_ERR_NO_FRAME] + st->before_vm +
+		  st->unresolved[NUPP_ERR_VM_CLOSED];
+	if (outside)
+		fprintf(stderr, "  outside Lua: %llu of %llu samples (no function on the thread's "
+			"Lua stack: the program's own code; %llu before the process had a VM, "
+			"%llu after it closed it)\n", (unsigned long long)outside,
+			(unsigned long long)(st->samples - st->paused),
+			(unsigned long long)st->before_vm,
+			(unsigned long long)st->unresolved[NUPP_ERR_VM_CLOSED]);
+	for (int i = 0; i < NUPP_ERR_MAX; i++)
+		bad += outside_lua(i) ? 0 : st->unresolved[i];
+	if (bad || st->unsymbolized) {
+		fprintf(stderr, "  unresolved: %llu of %llu samples (",
+			(unsigned long long)(bad + st->unsymbolized),
+			(unsigned long long)(st->samples - st->paused));
+		for (int i = 0; i < NUPP_ERR_MAX; i++)
+			if (st->unresolved[i] && !outside_lua(i))
+				fprintf(stderr, "%s %llu, ", sampler__err_name(i),
+					(unsigned long long)st->unresolved[i]);
+		fprintf(stderr, "target gone before symbolization %llu)\n",
+			(unsigned long long)st->unsymbolized);
+	}
+	if (st->unreadable)
+		fprintf(stderr, "  %llu samples have frames that could not be read ([unknown])\n",
+			(unsigned long long)st->unreadable);
+	if (st->truncated)
+		fprintf(stderr, "  %llu samples had deeper stacks than --depth %u\n",
+			(unsigned long long)st->truncated, depth);
+	/* The others ran code their trace called (a C helper, the exit
+	 * handler), or their trace was gone before they were symbolized: their
+	 * leaf is the trace's base frame. */
+	if (st->trace_compiled)
+		fprintf(stderr, "  compiled: %llu of %llu samples mapped through their trace's "
+			"snapshots\n", (unsigned long long)st->trace_mapped,
+			(unsigned long long)st->trace_compiled);
+}
+
+/* The collapsed stacks the summary shows, as text in *text (malloc'ed);
+ * how many distinct ones there are, or -1. */
+static long collapsed_text(const struct profile *p, const struct render_opts *o, char **text)
+{
+	size_t len;
+	FILE *f = open_memstream(text, &len);
+	long stacks;
+
+	if (!f)
+		return -1;
+	stacks = profile__write_collapsed(p, o, f, NULL);
+	if (fclose(f) || stacks < 0) {
+		free(*text);
+		*text = NULL;
+		return -1;
+	}
+	return stacks;
+}
+
+/* The first five lines of the collapsed stacks, long ones cut. */
+static void top_stacks(const char *text)
+{
+	const char *line = text;
+
+	fputs("  top stacks:\n", stderr);
+	for (int i = 0; i < 5 && line && *line; i++) {
+		const char *end = strchr(line, '\n');
+		int n = end ? (int)(end - line) : (int)strlen(line);
+
+		if (n > 99)
+			fprintf(stderr, "    %.90s…\n", line);
+		else
+			fprintf(stderr, "    %.*s\n", n, line);
+		line = end ? end + 1 : NULL;
+	}
+}
+
+void summary__samples(const struct profile *p, const struct render_opts *ro,
+		      const struct sampler_stats *st, double seconds, unsigned depth)
+{
+	char *text = NULL;
+	long stacks = collapsed_text(p, ro, &text);
+
+	sample_counts(p, ro, st, seconds, depth, stacks);
+	if (text)
+		top_stacks(text);
+	free(text);
+}
+
+/* The catalog row of a site (reasonId may carry a ".DETAIL" suffix). */
+static const struct trace_reason *catalog_row(const struct trace_site *s)
+{
+	for (int i = 0; i < trace_nreasons; i++) {
+		size_t n = strlen(trace_reasons[i].id);
+
+		if (!strncmp(s->reason_id, trace_reasons[i].id, n) &&
+		    (s->reason_id[n] == '\0' || s->reason_id[n] == '.'))
+			return &trace_reasons[i];
+	}
+	return NULL;
+}
+
+void summary__trace(const struct trace_report *rep)
+{
+	int shown = 0;
+
+	fprintf(stderr, "nupp-bpf: %llu trace aborts, %llu blacklisted, %zu sites\n",
+		rep->total_aborts, rep->blacklisted, rep->nsites);
+	if (rep->lost)
+		fprintf(stderr, "  %llu abort events lost (ring buffer full)\n", rep->lost);
+	for (size_t i = 0; i < rep->nsites && shown < 5; i++) {
+		const struct trace_site *s = &rep->sites[i];
+		const struct trace_reason *row = catalog_row(s);
+
+		if (strcmp(s->severity, "blacklist") && strcmp(s->reason_class, "blocker"))
+			continue;
+		fprintf(stderr, "  %-9s %5llu  %s  %s\n", s->severity, s->count, s->location, s->reason);
+		if (row)
+			fprintf(stderr, "            %s %s\n", row->explanation, row->action);
+		shown++;
+	}
+}
+

@@ -1,0 +1,639 @@
+// SPDX-License-Identifier: MIT
+/*
+ * trace.c - the trace-abort collector: attach, read events, aggregate sites.
+ *
+ * The probe (bpf/trace.bpf.c) sends the raw abort: TraceError or error
+ * object, errinfo, and the location trace_abort() will name, found and
+ * captured while the target lives. Everything jit.v would print is derived
+ * here the same way jit/v.lua derives it, so that the sites equal what a
+ * jit.attach handler in the target would have counted.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include <bpf/bpf.h>
+#include "procmem.h"
+#include "symbolize.h"
+#include "../bpf/trace.h"
+#include "libbpf_setup.h"
+#include "trace.skel.h"
+#include "trace_reasons.h"
+#include "code_sites.h"
+#include "abort_site.h"
+#include "trace.h"
+#include "util.h"
+
+
+/* One attached target process. */
+struct tr_target {
+	const struct lj_target *t;
+	struct abort_source src;	/* build, pid, symbolizer, zone table */
+	__u32 jit_flags;		/* J->flags, last seen */
+	struct bpf_link *links[CODE_SITES_MAX_COPIES];	/* one per copy of the site */
+	int nlinks;
+	bool gone;			/* exited or executed another program */
+};
+
+/* One site being counted; the key is severity, reason, location, zone. */
+struct tr_site {
+	struct trace_site s;
+	__u64 hash;
+};
+
+struct tracer {
+	struct trace_bpf *skel;
+	struct bpf_link *exec_link;	/* on_exec */
+	struct ring_buffer *rb;
+	struct tr_target *tg;
+	int ntg;
+	bool include_benign;
+	bool paused;
+	struct timespec started;
+	struct tr_site *sites;
+	size_t nsites, capsites;
+	unsigned long long total, blacklisted;
+};
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static char *xstrdup(const char *s)
+{
+	return strdup(s ? s : "");
+}
+
+static int appendf(char *buf, size_t sz, size_t *len, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int appendf(char *buf, size_t sz, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (*len >= sz)
+		return -1;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *len, sz - *len, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -1;
+	*len = *len + n < sz ? *len + n : sz - 1;
+	return 0;
+}
+
+/* ---- aggregation ----------------------------------------------------------- */
+
+static struct tr_site *site_get(struct tracer *tr, const char *severity, const char *reason,
+				const char *location, const char *zone)
+{
+	__u64 h = FNV1A64_INIT;
+	const char *key[] = { severity, reason, location, zone };
+
+	for (int i = 0; i < 4; i++)	/* each with its NUL: a field separator */
+		h = fnv1a64(h, key[i], strlen(key[i]) + 1);
+	struct tr_site *s;
+
+	for (size_t i = 0; i < tr->nsites; i++) {
+		s = &tr->sites[i];
+		if (s->hash == h && !strcmp(s->s.severity, severity) && !strcmp(s->s.reason, reason) &&
+		    !strcmp(s->s.location, location) && !strcmp(s->s.zone_path, zone))
+			return s;
+	}
+	if (ARRAY_ROOM(tr->sites, tr->nsites, tr->capsites, 32))
+		return NULL;
+	s = &tr->sites[tr->nsites];
+	memset(s, 0, sizeof(*s));
+	s->hash = h;
+	s->s.severity = severity;
+	s->s.reason = xstrdup(reason);
+	s->s.location = xstrdup(location);
+	s->s.zone_path = xstrdup(zone);
+	if (!s->s.reason || !s->s.location || !s->s.zone_path) {
+		free(s->s.reason), free(s->s.location), free(s->s.zone_path);
+		return NULL;
+	}
+	tr->nsites++;
+	return s;
+}
+
+/* The live target of pid: one that is gone may have left its pid to
+ * another process. */
+static struct tr_target *target_of(struct tracer *tr, pid_t pid)
+{
+	for (int i = 0; i < tr->ntg; i++)
+		if (tr->tg[i].src.pid == pid && !tr->tg[i].gone)
+			return &tr->tg[i];
+	return NULL;
+}
+
+static int handle_event(void *ctx, void *data, size_t size)
+{
+	struct tracer *tr = ctx;
+	const struct nupp_trace_event *e = data;
+	static struct abort_reason r;
+	static char loc[ABORT_SITE_TEXT_MAX], zone[ABORT_SITE_ZONE_MAX + 1];
+	struct tr_target *tg;
+	struct tr_site *s;
+	const char *severity;
+	bool bl;
+
+	if (size < sizeof(*e))
+		return 0;
+	tg = target_of(tr, (pid_t)e->pid);
+	if (!tg || tr->paused)
+		return 0;
+	tg->jit_flags = e->flags;
+	abort_site__reason(&tg->src, e, &r);
+	bl = abort_site__blacklisted(&tg->src, e);
+	severity = trace_site_severity(bl, r.row);
+	if (!trace_site_counted(severity, tr->include_benign))
+		return 0;
+	abort_site__location(&tg->src, e, loc, sizeof(loc));
+	abort_site__zone_path(&tg->src, e->zone, zone, sizeof(zone));
+	s = site_get(tr, severity, r.reason, loc, zone);
+	if (!s)
+		return -ENOMEM;
+	if (!s->s.count) {
+		s->s.reason_id = xstrdup(r.id);
+		s->s.reason_class = r.cls;
+		s->s.raw_reason = xstrdup(r.raw);
+		if (!s->s.reason_id || !s->s.raw_reason)
+			return -ENOMEM;
+	}
+	s->s.count++;
+	tr->total++;
+	tr->blacklisted += bl;
+	return 0;
+}
+
+/* ---- the probe site ---------------------------------------------------------- */
+
+/*
+ * The probe goes on "if (traceno)" in trace_abort(): the jump on
+ * J->cur.traceno, which the kernel emulates rather than single-steps. A
+ * compiler may copy that test into the paths that reach it (gcc puts one
+ * in the RETRY path), and an abort passes exactly one copy: each gets a
+ * probe. The sites come from the build's code (code_sites.h), and each is
+ * decoded again from its function's start and must be that jump, or
+ * nothing is probed.
+ */
+int tracer__sites(const struct lj_target *t, __u64 *out, int max, char *err, size_t errsz)
+{
+	const struct lj_code_sites *cs = &t->sites;
+	char why[256] = "";
+	int n = 0;
+
+	if (!cs->abort_site) {
+		snprintf(err, errsz, "%s: no trace-abort site: %s", t->shown,
+			 cs->abort_why[0] ? cs->abort_why : "not found in its code");
+		return 0;
+	}
+	for (int i = -1; i < cs->abort_nmore && n < max; i++) {
+		__u64 at = i < 0 ? cs->abort_site : cs->abort_more[i];
+
+		if (code_sites__verify(t->path, at, CODE_SITE_TRACENO_JCC, &t->layout, why, sizeof(why))) {
+			snprintf(err, errsz, "%s: the trace-abort site 0x%llx is not the expected jump "
+				 "(%s); not probing it", t->shown, (unsigned long long)at, why);
+			return 0;
+		}
+		out[n++] = at;
+	}
+	return n;
+}
+
+/* ---- profile --------------------------------------------------------------- */
+
+/* jit.status() names by J->flags bit (lj_jit.h JIT_F_CPUSTRING / OPTSTRING of
+ * the x86 target; luajit2 adds "fma" to the optimizations). */
+static const struct { __u32 bit; const char *name; bool b_only; } jit_flag_names[] = {
+	{ 0x00000010, "SSE3", false }, { 0x00000020, "SSE4.1", false }, { 0x00000040, "BMI2", false },
+	{ 0x00010000, "fold", false }, { 0x00020000, "cse", false }, { 0x00040000, "dce", false },
+	{ 0x00080000, "fwd", false }, { 0x00100000, "dse", false }, { 0x00200000, "narrow", false },
+	{ 0x00400000, "loop", false }, { 0x00800000, "abc", false }, { 0x01000000, "sink", false },
+	{ 0x02000000, "fuse", false }, { 0x04000000, "fma", true },
+};
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The first run of 8 digits in the package version (git20220320, 2.1-20230119). */
+static long long package_date(const char *pkg)
+{
+	for (const char *p = pkg; p && *p; p++) {
+		int n = 0;
+
+		while (p[n] >= '0' && p[n] <= '9')
+			n++;
+		if (n == 8)
+			return strtoll(p, NULL, 10);
+		if (n)
+			p += n - 1;
+	}
+	return 0;
+}
+
+void tracer__profile(const struct lj_target *t, __u32 jit_flags, struct trace_profile *out)
+{
+	const struct lj_build *b = lj_target__build(t);
+	bool b_tree = b->tree && !strcmp(b->tree, "luajit2");
+	__u32 h = 2166136261U;
+	size_t len = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->supported = t->build != NULL || t->rev != NULL;
+	if (t->build)
+		snprintf(out->luajit_revision, sizeof(out->luajit_revision), "%s", b->package);
+	else if (t->rev)	/* the revision the table matched */
+		snprintf(out->luajit_revision, sizeof(out->luajit_revision), "%s %.100s", t->rev->fork,
+			 t->rev->commit ? t->rev->commit : t->rev->source);
+	else
+		snprintf(out->luajit_revision, sizeof(out->luajit_revision), "external:%.100s", t->shown);
+	out->luajit_version = t->build ? package_date(b->package) : (long long)t->derived.version.rolling;
+	snprintf(out->architecture, sizeof(out->architecture), "x64");
+	snprintf(out->operating_system, sizeof(out->operating_system), "Linux");
+	for (size_t i = 0; i < sizeof(jit_flag_names) / sizeof(jit_flag_names[0]); i++)
+		if ((jit_flags & jit_flag_names[i].bit) && (b_tree || !jit_flag_names[i].b_only) &&
+		    out->nfeatures < TRACER_MAX_FEATURES)
+			out->features[out->nfeatures++] = jit_flag_names[i].name;
+	qsort(out->features, out->nfeatures, sizeof(out->features[0]), cmp_str);
+	/* FNV-1a over jit.vmdef.bcnames: every name padded to 6 characters. */
+	for (int i = 0; i < b->nbcnames; i++) {
+		char pad[8];
+
+		snprintf(pad, sizeof(pad), "%-6s", b->bcnames[i]);
+		for (const char *p = pad; *p; p++)
+			h = (h ^ (unsigned char)*p) * 16777619U;
+	}
+	snprintf(out->bytecode_schema, sizeof(out->bytecode_schema), "%08x", h);
+	appendf(out->id, sizeof(out->id), &len, "%s|%lld|%s|%s|", out->luajit_revision,
+		out->luajit_version, out->architecture, out->operating_system);
+	for (int i = 0; i < out->nfeatures; i++)
+		appendf(out->id, sizeof(out->id), &len, "%s%s", i ? "," : "", out->features[i]);
+	appendf(out->id, sizeof(out->id), &len, "|%s|%s", out->bytecode_schema,
+		out->supported ? "true" : "false");
+}
+
+/* ---- open / poll / report / close ------------------------------------------- */
+
+/* OpenResty's trace_abort() named the location through lj_debug_frame()
+ * from 2019-02-21 (864c72e3) until it merged upstream's frame search again
+ * on 2023-10-06 (82bff39f); upstream always searched down to the first Lua
+ * frame. Bookworm's luajit2 (2023-01-19) is of the first kind. */
+static bool debug_frame_locations(const struct lj_target *t)
+{
+	const struct lj_build *b = lj_target__build(t);
+	__u64 when;
+
+	if (!b->tree || strcmp(b->tree, "luajit2"))
+		return false;
+	if (t->build)
+		return true;
+	when = t->rev ? t->rev->time : t->derived.version.rolling;
+	return when >= 1550807621ULL && when < 1696555301ULL;
+}
+
+static int target_attach(struct tracer *tr, struct tr_target *tg, char *err, size_t errsz)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo);
+	const struct lj_target *t = tg->t;
+	struct nupp_trace_proc proc = { .lj = t->layout };
+	__u32 key = tg->src.pid;
+	__u64 sites[CODE_SITES_MAX_COPIES], offs[CODE_SITES_MAX_COPIES], J;
+	int nsites;
+
+	tg->src.b = lj_target__build(t);
+	proc.debug_frame = debug_frame_locations(t);
+	/* Until the registry fills them: their places in jit_State / GCtrace. */
+	if (!proc.lj.J_cur_startins)
+		proc.lj.J_cur_startins = proc.lj.J_cur_startpc + 8;
+	if (!proc.lj.J_flags)
+		proc.lj.J_flags = proc.lj.J_pt + 16;
+	nsites = tracer__sites(t, sites, CODE_SITES_MAX_COPIES, err, errsz);
+	if (!nsites)
+		return -1;
+	for (int i = 0; i < nsites; i++) {
+		offs[i] = lj_target__file_offset(t, sites[i]);
+		if (!offs[i]) {
+			snprintf(err, errsz, "%s: the trace-abort site is not in a loaded segment", t->shown);
+			return -1;
+		}
+	}
+	if (t->ngs > 0) {
+		J = t->gs[0] - t->layout.gg_g + t->layout.gg_j;
+		procmem__read(tg->src.pid, &tg->jit_flags, 4, J + proc.lj.J_flags);
+	}
+	if (bpf_map__update_elem(tr->skel->maps.procs, &key, sizeof(key), &proc, sizeof(proc), BPF_ANY)) {
+		snprintf(err, errsz, "failed to configure the probe for PID %d: %s", tg->src.pid, strerror(errno));
+		return -1;
+	}
+	for (tg->nlinks = 0; tg->nlinks < nsites; tg->nlinks++) {
+		struct bpf_link *l = bpf_program__attach_uprobe_opts(tr->skel->progs.trace_abort_site,
+								    tg->src.pid, t->path, offs[tg->nlinks], &uo);
+
+		if (getenv("NUPP_VERBOSE"))
+			fprintf(stderr, "trace: pid %d: %s site vaddr 0x%llx file offset 0x%llx\n",
+				tg->src.pid, t->path, (unsigned long long)sites[tg->nlinks],
+				(unsigned long long)offs[tg->nlinks]);
+		if (!l) {
+			snprintf(err, errsz, "failed to attach uprobe to %s: %s", t->shown, strerror(errno));
+			return -1;
+		}
+		tg->links[tg->nlinks] = l;
+	}
+	return 0;
+}
+
+int tracer__add_target(struct tracer *tr, const struct lj_target *t, char *err, size_t errsz)
+{
+	struct tr_target *tg = realloc(tr->tg, (tr->ntg + 1) * sizeof(*tg));
+
+	if (!tg) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	tr->tg = tg;
+	tg = &tr->tg[tr->ntg];
+	/* The reader reads t's pid, which stays where it is (tg moves). */
+	*tg = (struct tr_target){ .t = t, .src = { .pid = t->pid,
+		.sym = symbolizer__new(lj_target__build(t), procmem__reader(&t->pid)) } };
+	if (!tg->src.sym) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	if (target_attach(tr, tg, err, errsz)) {
+		symbolizer__free(tg->src.sym);
+		return -1;
+	}
+	tr->ntg++;
+	return 0;
+}
+
+struct tracer *tracer__open(const struct tracer_opts *o, char *err, size_t errsz)
+{
+	struct tracer *tr = calloc(1, sizeof(*tr));
+
+	if (!tr) {
+		snprintf(err, errsz, "out of memory");
+		return NULL;
+	}
+	tr->include_benign = o->include_benign;
+	tr->skel = trace_bpf__open_opts(libbpf_setup__open_opts());
+	if (!tr->skel || trace_bpf__load(tr->skel)) {
+		snprintf(err, errsz, "failed to load the trace BPF program: %s", strerror(errno));
+		goto fail;
+	}
+	tr->exec_link = bpf_program__attach(tr->skel->progs.on_exec);
+	if (!tr->exec_link) {
+		snprintf(err, errsz, "failed to attach to sched_process_exec: %s", strerror(errno));
+		goto fail;
+	}
+	tr->rb = ring_buffer__new(bpf_map__fd(tr->skel->maps.events), handle_event, tr, NULL);
+	if (!tr->rb) {
+		snprintf(err, errsz, "failed to create the ring buffer reader: %s", strerror(errno));
+		goto fail;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &tr->started);
+	return tr;
+fail:
+	tracer__close(tr);
+	return NULL;
+}
+
+int tracer__set_zone_state(struct tracer *tr, pid_t pid, __u64 zone_state_addr)
+{
+	struct tr_target *tg = target_of(tr, pid);
+	struct nupp_trace_proc proc;
+	__u32 key = pid;
+
+	if (!tg)
+		return -ESRCH;
+	if (bpf_map__lookup_elem(tr->skel->maps.procs, &key, sizeof(key), &proc, sizeof(proc), 0))
+		return -errno;
+	proc.zone_cur = zone_state_addr ? zone_state_addr + 4 : 0;	/* .current */
+	/* BPF_EXIST: an exec since the lookup deleted the entry, and must
+	 * find it deleted (tracer__target_execed). */
+	if (bpf_map__update_elem(tr->skel->maps.procs, &key, sizeof(key), &proc, sizeof(proc), BPF_EXIST))
+		return -errno;
+	tg->src.zone_state = zone_state_addr;
+	return 0;
+}
+
+static void detach(struct tr_target *tg)
+{
+	for (int i = 0; i < tg->nlinks; i++)
+		bpf_link__destroy(tg->links[i]);
+	tg->nlinks = 0;
+}
+
+/* Take in tg's events so far, then forget it. Its probe fires no more for a
+ * process that exited, and stays attached until tracer__close (destroying a
+ * uprobe link waits for an RCU grace period, ~0.15 s). */
+static void retire(struct tracer *tr, struct tr_target *tg)
+{
+	__u32 key = tg->src.pid;
+
+	ring_buffer__consume(tr->rb);
+	bpf_map__delete_elem(tr->skel->maps.procs, &key, sizeof(key), 0);
+	tg->gone = true;
+}
+
+void tracer__target_gone(struct tracer *tr, pid_t pid)
+{
+	struct tr_target *tg = target_of(tr, pid);
+
+	if (tg)
+		retire(tr, tg);
+}
+
+bool tracer__target_execed(struct tracer *tr, pid_t pid)
+{
+	struct tr_target *tg = target_of(tr, pid);
+	struct nupp_trace_proc proc;
+	__u32 key = pid;
+
+	if (!tg || !bpf_map__lookup_elem(tr->skel->maps.procs, &key, sizeof(key), &proc,
+					 sizeof(proc), 0))
+		return false;
+	retire(tr, tg);
+	/* A new image that maps the same file would hit these probes too, next
+	 * to the ones its own target attaches. */
+	detach(tg);
+	return true;
+}
+
+int tracer__poll(struct tracer *tr, int timeout_ms)
+{
+	/* The probe submits without wakeups (each costs ~4 us in the target):
+	 * wait out the timeout, then consume whatever is there. */
+	int n = ring_buffer__poll(tr->rb, timeout_ms);
+
+	if (n < 0 && n != -EINTR)
+		return n;
+	return ring_buffer__consume(tr->rb);
+}
+
+void tracer__pause(struct tracer *tr, bool paused)
+{
+	tr->paused = paused;		/* events queued before are dropped too */
+	tr->skel->bss->paused = paused;
+}
+
+static int cmp_site(const void *a, const void *b)
+{
+	const struct trace_site *x = a, *y = b;
+	int c = trace_severity_rank(x->severity) - trace_severity_rank(y->severity);
+
+	if (c)
+		return c;
+	if (x->count != y->count)
+		return x->count > y->count ? -1 : 1;
+	if ((c = strcmp(x->reason, y->reason)))
+		return c;
+	if ((c = strcmp(x->location, y->location)))
+		return c;
+	return strcmp(x->zone_path, y->zone_path);
+}
+
+int tracer__counters(struct tracer *tr, __u64 *out)
+{
+	int ncpu = libbpf_num_possible_cpus();
+
+	memset(out, 0, NUPP_TRC_MAX * sizeof(out[0]));
+	if (ncpu <= 0)
+		return ncpu;
+	__u64 vals[ncpu];
+	for (__u32 k = 0; k < NUPP_TRC_MAX; k++) {
+		if (bpf_map__lookup_elem(tr->skel->maps.counters, &k, sizeof(k), vals, sizeof(vals), 0))
+			return -errno;
+		for (int c = 0; c < ncpu; c++)
+			out[k] += vals[c];
+	}
+	return 0;
+}
+
+static __u64 lost_events(struct tracer *tr)
+{
+	__u64 c[NUPP_TRC_MAX];
+
+	if (tracer__counters(tr, c))
+		return 0;
+	return c[NUPP_TRC_RB_FULL] + c[NUPP_TRC_READ] + c[NUPP_TRC_NO_J];
+}
+
+int tracer__report(struct tracer *tr, struct trace_report *out)
+{
+	struct timespec now;
+
+	memset(out, 0, sizeof(*out));
+	tracer__poll(tr, 0);
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	out->duration_sec = (now.tv_sec - tr->started.tv_sec) + (now.tv_nsec - tr->started.tv_nsec) / 1e9;
+	out->total_aborts = tr->total;
+	out->blacklisted = tr->blacklisted;
+	out->catalog_id = TRACE_REASONS_CATALOG_ID;
+	out->catalog_version = TRACE_REASONS_CATALOG_VERSION;
+	out->lost = lost_events(tr);
+	if (tr->ntg)
+		tracer__profile(tr->tg[0].t, tr->tg[0].jit_flags, &out->profile);
+	out->sites = calloc(tr->nsites ? tr->nsites : 1, sizeof(*out->sites));
+	if (!out->sites)
+		return -ENOMEM;
+	for (size_t i = 0; i < tr->nsites; i++) {
+		const struct trace_site *s = &tr->sites[i].s;
+		struct trace_site *d = &out->sites[out->nsites++];
+
+		*d = *s;
+		d->reason = xstrdup(s->reason);
+		d->reason_id = xstrdup(s->reason_id);
+		d->raw_reason = xstrdup(s->raw_reason);
+		d->location = xstrdup(s->location);
+		d->zone_path = xstrdup(s->zone_path);
+		if (!d->reason || !d->reason_id || !d->raw_reason || !d->location || !d->zone_path) {
+			trace_report__free(out);
+			return -ENOMEM;
+		}
+	}
+	qsort(out->sites, out->nsites, sizeof(*out->sites), cmp_site);
+	return 0;
+}
+
+static void site_free(struct trace_site *s)
+{
+	free(s->reason);
+	free(s->reason_id);
+	free(s->raw_reason);
+	free(s->location);
+	free(s->zone_path);
+}
+
+void trace_report__free(struct trace_report *r)
+{
+	for (size_t i = 0; i < r->nsites; i++)
+		site_free(&r->sites[i]);
+	free(r->sites);
+	r->sites = NULL;
+	r->nsites = 0;
+}
+
+/* One RFC 4180 field: quoted when it holds a comma, quote, CR or LF. */
+static int csv_field(FILE *f, const char *s, bool last)
+{
+	if (strpbrk(s, ",\"\r\n")) {
+		fputc('"', f);
+		for (; *s; s++) {
+			if (*s == '"')
+				fputc('"', f);
+			fputc(*s, f);
+		}
+		fputc('"', f);
+	} else {
+		fputs(s, f);
+	}
+	return fputs(last ? "\r\n" : ",", f) < 0 ? -EIO : 0;
+}
+
+int trace_report__write_csv(const struct trace_report *r, FILE *f)
+{
+	char count[32];
+
+	fputs("severity,count,reason,reasonId,reasonClass,rawReason,location,zonePath\r\n", f);
+	for (size_t i = 0; i < r->nsites; i++) {
+		const struct trace_site *s = &r->sites[i];
+
+		snprintf(count, sizeof(count), "%llu", s->count);
+		csv_field(f, s->severity, false);
+		csv_field(f, count, false);
+		csv_field(f, s->reason, false);
+		csv_field(f, s->reason_id, false);
+		csv_field(f, s->reason_class, false);
+		csv_field(f, s->raw_reason, false);
+		csv_field(f, s->location, false);
+		csv_field(f, s->zone_path, true);
+	}
+	return ferror(f) ? -EIO : 0;
+}
+
+void tracer__close(struct tracer *tr)
+{
+	if (!tr)
+		return;
+	ring_buffer__free(tr->rb);
+	for (int i = 0; i < tr->ntg; i++) {
+		detach(&tr->tg[i]);
+		symbolizer__free(tr->tg[i].src.sym);
+	}
+	bpf_link__destroy(tr->exec_link);
+	trace_bpf__destroy(tr->skel);
+	for (size_t i = 0; i < tr->nsites; i++)
+		site_free(&tr->sites[i].s);
+	free(tr->sites);
+	free(tr->tg);
+	free(tr);
+}

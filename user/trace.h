@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * trace.h - the trace-abort collector (nupp-bpf trace).
+ *
+ * Open on one or more LuaJIT targets, poll while they run, then take a report:
+ *
+ *	struct tracer *tr = tracer__open(targets, n, false, err, sizeof(err));
+ *	while (running)
+ *		tracer__poll(tr, 100);
+ *	struct trace_report r;
+ *	tracer__report(tr, &r);
+ *	trace_report__write_csv(&r, stdout);
+ *	trace_report__free(&r);
+ *	tracer__close(tr);
+ *
+ * Sites are what profile.trace reports (AbortSite in the API contract); the
+ * reasons are mapped through the catalog in catalog/trace-reasons.tsv.
+ */
+#ifndef NUPP_TRACE_API_H
+#define NUPP_TRACE_API_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include "lj_target.h"
+
+#define TRACER_MAX_FEATURES 24
+
+/* profile.TraceProfile: the recorder configuration of one target. */
+struct trace_profile {
+	char id[512];			/* every field below joined by '|', as nupp.profile.trace does */
+	char luajit_revision[128];	/* registry package, or "external:<file>" */
+	long long luajit_version;	/* snapshot date from the package version, 0 unknown */
+	char architecture[16];		/* jit.arch: "x64" */
+	char operating_system[16];	/* jit.os: "Linux" */
+	const char *features[TRACER_MAX_FEATURES];	/* jit.status names, sorted */
+	int nfeatures;
+	char bytecode_schema[32];	/* FNV-1a 32 of jit.vmdef.bcnames, 8 hex digits */
+	bool supported;			/* a registry build the catalog was written for */
+};
+
+/* profile.AbortSite */
+struct trace_site {
+	const char *severity;		/* "blacklist", "warn" or "info" */
+	unsigned long long count;
+	char *reason;			/* traceerr text, opcode/IR names substituted */
+	char *reason_id;		/* catalog id, ".NAME" appended for NYI details */
+	const char *reason_class;	/* "blocker", "risk" or "stop" */
+	char *raw_reason;		/* the VM's text as jit.v prints it */
+	char *location;			/* "chunk:line" as jit.v prints it */
+	char *zone_path;		/* "" when no zone was open */
+};
+
+/* profile.TraceReport */
+struct trace_report {
+	double duration_sec;		/* wallclock seconds since tracer__open */
+	unsigned long long total_aborts;	/* events counted (benign ones only if asked) */
+	unsigned long long blacklisted;	/* blacklist events among them */
+	struct trace_site *sites;	/* by severity, then count desc */
+	size_t nsites;
+	struct trace_profile profile;	/* of the first target */
+	const char *catalog_id;
+	int catalog_version;
+	unsigned long long lost;	/* events the probe could not deliver */
+};
+
+struct tracer;
+
+struct tracer_opts {
+	bool include_benign;	/* count the 'stop' class too */
+};
+
+/* Load the collector; its targets come with tracer__add_target (the shape
+ * of sampler.h: open, add, gone). NULL with a one-line reason in err. */
+struct tracer *tracer__open(const struct tracer_opts *o, char *err, size_t errsz);
+
+/* Attach to a target (opened with lj_target__open; it must outlive the
+ * tracer); the first one's build makes the report's profile. 0, or -1 with
+ * a reason in err. */
+int tracer__add_target(struct tracer *tr, const struct lj_target *t, char *err, size_t errsz);
+
+/* The process of pid exited: its events so far are taken in, and a process
+ * that gets the pid next is not taken for it. */
+void tracer__target_gone(struct tracer *tr, pid_t pid);
+
+/* Did the process of pid execute another program since it was added? The
+ * kernel dropped its entry then (on_exec in bpf/trace.bpf.c). When it did,
+ * it is gone as by tracer__target_gone and its probe is detached: the pid
+ * can be added again. */
+bool tracer__target_execed(struct tracer *tr, pid_t pid);
+
+/* Tell the probe where target pid keeps its nupp_zone_state (zone_state.h);
+ * aborts then carry the zone path open when they happened. 0 or -errno. */
+int tracer__set_zone_state(struct tracer *tr, pid_t pid, __u64 zone_state_addr);
+
+/* Consume pending events, waiting up to timeout_ms; returns events read or
+ * -errno. Call it often enough that aborted functions are still alive. */
+int tracer__poll(struct tracer *tr, int timeout_ms);
+
+/* Stop or resume counting; the probes stay attached. */
+void tracer__pause(struct tracer *tr, bool paused);
+
+/* The report so far (polls once first). 0 or -ENOMEM; free with
+ * trace_report__free. */
+int tracer__report(struct tracer *tr, struct trace_report *out);
+void trace_report__free(struct trace_report *r);
+
+/* sites as RFC 4180 CSV: header line, CRLF line ends. 0 or -errno. */
+int trace_report__write_csv(const struct trace_report *r, FILE *f);
+
+/* The TraceProfile of a target; jit_flags is J->flags (tracer__open reads it). */
+void tracer__profile(const struct lj_target *t, __u32 jit_flags, struct trace_profile *out);
+
+/* The probe's counters (enum nupp_trace_counter in bpf/trace.h). 0 or -errno. */
+int tracer__counters(struct tracer *tr, __u64 *out);
+
+void tracer__close(struct tracer *tr);
+
+/* Where the probes go in a build: every copy of the "if (traceno)" jcc of
+ * trace_abort(), as ELF vaddrs of the target's file, each verified by
+ * decoding; how many (at most max), or 0 and a reason in err. */
+int tracer__sites(const struct lj_target *t, __u64 *out, int max, char *err, size_t errsz);
+
+#endif /* NUPP_TRACE_API_H */

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/* util.h - the helpers every part of nupp-bpf needs: a clock, a hash, UTF-8,
+ * growing arrays. */
+#ifndef NUPP_UTIL_H
+#define NUPP_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* Seconds on CLOCK_MONOTONIC: durations and deadlines, immune to clock steps. */
+static inline double monotonic_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Room for one more element in the array v (a pointer to its first), of
+ * which n are used and cap allocated: realloc'ed to twice cap when full
+ * (to first elements when empty), v and cap updated. 0, or -1 out of memory
+ * with v and cap as they were. */
+#define ARRAY_ROOM(v, n, cap, first) __extension__ ({				\
+	int room_err_ = 0;							\
+	if ((size_t)(n) >= (size_t)(cap)) {					\
+		size_t room_want_ = (cap) ? 2 * (size_t)(cap) : (size_t)(first);	\
+		void *room_more_ = realloc((v), room_want_ * sizeof(*(v)));	\
+		if (room_more_) {						\
+			(v) = room_more_;					\
+			(cap) = room_want_;					\
+		} else {							\
+			room_err_ = -1;						\
+		}								\
+	}									\
+	room_err_;								\
+})
+
+#define FNV1A64_INIT 0xcbf29ce484222325ULL
+
+/* FNV-1a, 64 bits, of n bytes at p, continuing from h (FNV1A64_INIT to
+ * start): the hash of the in-memory tables, not a digest of anything kept. */
+static inline uint64_t fnv1a64(uint64_t h, const void *p, size_t n)
+{
+	for (const unsigned char *c = p; n--; c++)
+		h = (h ^ *c) * 0x100000001b3ULL;
+	return h;
+}
+
+/* The length of the UTF-8 sequence at s, of the n bytes there (1-4; a
+ * NUL-terminated string may pass 4): 1 for ASCII, 0 when the bytes are not
+ * well-formed UTF-8 (RFC 3629: no overlong form, no surrogate, nothing past
+ * U+10FFFF). Chunk names may hold any byte; every output is UTF-8. */
+static inline int utf8_len(const unsigned char *s, size_t n)
+{
+	int len = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 :
+		  s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+
+	if ((size_t)len > n)
+		return 0;
+	for (int i = 1; i < len; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
+	    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
+		return 0;
+	return len;
+}
+
+#endif
