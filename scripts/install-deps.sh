@@ -34,8 +34,11 @@ src_entries() {
     done
 }
 src_lines() {
-    sed -n 's#^deb \(\(\[[^]]*\] \)\?[^ ]*/debian\(-security\)\?/\? .*\)#deb-src \1#p' \
-        /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null
+    # Only the files that exist: a machine may have no sources.list at all.
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -r "$f" ] || continue
+        sed -n 's#^deb \(\(\[[^]]*\] \)\?[^ ]*/debian\(-security\)\?/\? .*\)#deb-src \1#p' "$f"
+    done
 }
 need_update=
 if ! have_src; then
