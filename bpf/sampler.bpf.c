@@ -121,7 +121,7 @@ struct sampler_scratch {
 	__u64 L_base, L_maxstack, L_cframe;	/* the running lua_State's */
 	__u64 first_start;		/* where the first walk started, */
 	__s32 first_err;		/* and its enum nupp_err + 1 */
-	__u32 below_leaf;		/* walk_from(): the leaf's link is rbx, its slots stale */
+	__u64 below_link;		/* walk_from(): not 0, the link of the leaf, returning */
 	__u64 leaf_link;		/* walk_elsewhere(): the link slot at rdx */
 	__u8 ggblk[NUPP_GG_BLK + 8];	/* main lua_State and global_State fields */
 	__u8 Lblk[NUPP_BLK + 8];	/* a coroutine's lua_State fields */
@@ -446,8 +446,8 @@ __noinline int walk_from(struct nupp_proc *p, struct sampler_scratch *sc)
 	if (lj_unlikely(w->f < w->bot || w->f > sc->L_maxstack))
 		return NUPP_ERR_BAD_BASE + 1;
 	/* A frame returning: the walk starts at its caller (walk_elsewhere). */
-	if (lj_unlikely(sc->below_leaf)) {
-		w->link = sc->regs.pc;
+	if (lj_unlikely(sc->below_link)) {
+		w->link = sc->below_link;
 		if ((w->link & LJ_FRAME_TYPE) == LJ_FRAME_LUA ? lj_walk_to_lua_caller(&sc->walk) :
 		    lj_walk_to_frame_below(&sc->walk))
 			return w->err ? w->err : NUPP_ERR_BAD_FRAME + 1;
@@ -477,16 +477,17 @@ __noinline int walk_from(struct nupp_proc *p, struct sampler_scratch *sc)
 	return 0;
 }
 
-/* A walk from the caller of the frame at rdx, which is returning: its link is
- * in PC (rbx). 0, or enum nupp_err + 1. */
-static __always_inline int walk_below_leaf(struct nupp_proc *p, struct sampler_scratch *sc)
+/* A walk from the caller of the frame at rdx, which is returning, and whose
+ * link the VM holds elsewhere than in its slot. 0, or enum nupp_err + 1. */
+static __always_inline int walk_below_leaf(struct nupp_proc *p, struct sampler_scratch *sc,
+					   __u64 link)
 {
 	int err;
 
 	sc->start = sc->regs.base;
-	sc->below_leaf = 1;
+	sc->below_link = link;
 	err = walk_from(p, sc);
-	sc->below_leaf = 0;
+	sc->below_link = 0;
 	return err;
 }
 
@@ -501,7 +502,13 @@ static __always_inline int walk_below_leaf(struct nupp_proc *p, struct sampler_s
  *   callee's until restored from rbp after it.
  * - a frame returning (BC_RET*, a fast function's return, a continuation's
  *   dispatch) has its results copied over its own slots while its link is
- *   in PC (rbx): the walk starts at its caller, found from that link.
+ *   in PC (rbx): the walk starts at its caller, found from that link;
+ * - coroutine.resume, returning, writes its first result (true or false)
+ *   over its link slot before it loads PC back from SAVE_PC, in the VM's C
+ *   frame (L->cframe): a link slot holding a tagged value is no link, and
+ *   the link is there. Tried last, as SAVE_PC may be older elsewhere
+ *   (coro_ring.lua: 9 of 519 samples, ip just after the store, the link a
+ *   continuation's: the call was stitched to a trace).
  * tests/corpus/: 19 of 25 read faults of coro_ring.lua, 27 of 34
  * unresolved samples of event_loop.lua, and 25 of 32 read faults left in
  * five programs after that (ip and slots recorded with a debug build of
@@ -509,7 +516,8 @@ static __always_inline int walk_below_leaf(struct nupp_proc *p, struct sampler_s
  * What lives across the walks is kept in sc (see struct sampler_scratch). */
 static __always_inline int walk_elsewhere(struct nupp_proc *p, struct sampler_scratch *sc, int err)
 {
-	int in_vm = sc->regs.ip - p->vm_lo < p->vm_hi - p->vm_lo, returning = 0;
+	int in_vm = sc->regs.ip - p->vm_lo < p->vm_hi - p->vm_lo, returning = 0, slot_read;
+	__u64 cf;
 
 	sc->first_start = sc->start;
 	sc->first_err = err;
@@ -519,10 +527,10 @@ static __always_inline int walk_elsewhere(struct nupp_proc *p, struct sampler_sc
 	 * found the frames of an older call (mixed.lua on a build without
 	 * the JIT: 2.7 % of samples named outer() for compiled();band, ip
 	 * at ->fff_res_). */
-	if (in_vm && !lj_read(&sc->leaf_link, 8, sc->regs.base - 8) &&
-	    sc->leaf_link == sc->regs.pc) {
+	slot_read = in_vm && !lj_read(&sc->leaf_link, 8, sc->regs.base - 8);
+	if (slot_read && sc->leaf_link == sc->regs.pc) {
 		returning = 1;
-		if (!walk_below_leaf(p, sc))
+		if (!walk_below_leaf(p, sc, sc->regs.pc))
 			return 0;
 	}
 	if (sc->L_base != sc->first_start) {
@@ -535,7 +543,12 @@ static __always_inline int walk_elsewhere(struct nupp_proc *p, struct sampler_sc
 		if (!walk_from(p, sc))
 			return 0;
 	}
-	if (in_vm && !returning && !walk_below_leaf(p, sc))
+	if (in_vm && !returning && !walk_below_leaf(p, sc, sc->regs.pc))
+		return 0;
+	cf = sc->L_cframe & LJ_CFRAME_RAWMASK;
+	if (slot_read && sc->leaf_link > LJ_GCVMASK && cf &&
+	    !lj_read(&sc->leaf_link, 8, cf + LJ_CFRAME_OFS_PC) && sc->leaf_link &&
+	    !walk_below_leaf(p, sc, sc->leaf_link))
 		return 0;
 	return sc->first_err;
 }
