@@ -11,6 +11,7 @@
 #ifndef NUPP_LJ_BUILD_H
 #define NUPP_LJ_BUILD_H
 
+#include <string.h>
 #include <linux/types.h>
 #include "../bpf/lj_layout.h"
 
@@ -53,6 +54,30 @@ struct lj_build {
 
 extern const struct lj_build lj_known_builds[];
 extern const int lj_nknown_builds;
+
+/* An opcode a module looks up by name, into *op. */
+struct lj_op_name {
+	const char *name;
+	int *op;
+};
+
+/* Set each want[i].op to its name's index in names[0..n) (a build's
+ * bytecode or IR names: opcodes differ between revisions), -1 where absent.
+ * 0, or -1 when any name is absent. */
+static inline int lj_ops_by_name(const char *const *names, int n, const struct lj_op_name *want,
+				 int nwant)
+{
+	int missing = 0;
+
+	for (int w = 0; w < nwant; w++) {
+		*want[w].op = -1;
+		for (int i = 0; names && i < n && *want[w].op < 0; i++)
+			if (!strcmp(names[i], want[w].name))
+				*want[w].op = i;
+		missing |= *want[w].op < 0;
+	}
+	return -missing;
+}
 
 /* Address of a named symbol in a build, 0 when absent. */
 __u64 lj_build__sym(const struct lj_build *b, const char *name);

@@ -85,14 +85,6 @@ struct tracemap {
 	__u64 poll;			/* tracemap__poll() calls */
 };
 
-static int ir_op(const struct lj_build *b, const char *name)
-{
-	for (int i = 0; b->irnames && i < b->nirnames; i++)
-		if (!strcmp(b->irnames[i], name))
-			return i;
-	return -1;
-}
-
 struct tracemap *tracemap__new(const struct lj_build *b, struct mem_reader mem, __u64 vm_lo)
 {
 	const struct lj_layout *lj = &b->layout;
@@ -105,20 +97,19 @@ struct tracemap *tracemap__new(const struct lj_build *b, struct mem_reader mem, 
 	tm = calloc(1, sizeof(*tm));
 	if (!tm)
 		return NULL;
+	/* The constants a snapshot's slots name functions and frames with. */
+	const struct lj_op_name ops[] = {
+		{ "KGC", &tm->op_kgc }, { "KNUM", &tm->op_knum }, { "KINT64", &tm->op_kint64 },
+		{ "KPTR", &tm->op_kptr }, { "KKPTR", &tm->op_kkptr },
+	};
+	if (lj_ops_by_name(b->irnames, b->nirnames, ops, sizeof(ops) / sizeof(ops[0]))) {
+		free(tm);
+		return NULL;
+	}
 	tm->b = b;
 	tm->lj = lj;
 	tm->mem = mem;
 	tm->vm_lo = vm_lo;
-	tm->op_kgc = ir_op(b, "KGC");
-	tm->op_knum = ir_op(b, "KNUM");
-	tm->op_kint64 = ir_op(b, "KINT64");
-	tm->op_kptr = ir_op(b, "KPTR");
-	tm->op_kkptr = ir_op(b, "KKPTR");
-	if (tm->op_kgc < 0 || tm->op_knum < 0 || tm->op_kint64 < 0 || tm->op_kptr < 0 ||
-	    tm->op_kkptr < 0) {
-		free(tm);
-		return NULL;
-	}
 	return tm;
 }
 
