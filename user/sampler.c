@@ -126,6 +126,7 @@ static size_t procs_bytes(void)
 }
 
 static int on_new_slot(void *ctx, void *data, size_t size);
+static void close_early_probes(void);
 
 /* Destroying a uprobe link waits for an RCU grace period (~0.1 s here). */
 static void disable_walk_caches(struct target *tg)
@@ -370,6 +371,7 @@ static void free_target(struct target *tg)
 
 void sampler__close(struct sampler *s)
 {
+	close_early_probes();
 	if (!s)
 		return;
 	for (int i = 0; i < s->nlinks; i++)
@@ -469,17 +471,132 @@ static int block_of(const __u32 *offs, int n, __u32 max, __u32 *start, __u32 *le
 	return *len <= max ? 0 : -1;
 }
 
-/* A uprobe running prog at the entry of tg's function at address at (0: the
- * build has no such function), only where its first instruction decodes as
- * a function's entry; NULL when there is none. */
+/* The file offset of t's function at address at (0: the build has no such
+ * function) for a uprobe, only where its first instruction decodes as a
+ * function's entry; 0 when there is none. */
+static __u64 entry_probe_offset(const struct lj_target *t, __u64 at)
+{
+	__u64 off = at ? lj_target__file_offset(t, at) : 0;
+
+	if (!off || code_sites__verify(t->path, at, CODE_SITE_FUNC_ENTRY, &t->layout, NULL, 0))
+		return 0;
+	return off;
+}
+
+/* Uprobes opened while the sampler still loads (sampler__open_probes_early):
+ * the kernel takes 15-25 ms to register one here, most of it waiting for an
+ * RCU grace period (register_for_each_vma takes dup_mmap_sem for writing),
+ * time the verifier spends on the sampler's programs anyway. Only the main
+ * thread opens and takes them. */
+static struct early_probe {
+	pid_t pid;
+	__u64 at;
+	int fd;			/* a uprobe perf_event, no program attached yet */
+} early_probes[8];
+static int nearly_probes;
+
+/* The uprobe PMU's type, or -1: a kernel without it gets libbpf's probes. */
+static int uprobe_pmu_type(void)
+{
+	static int type = -2;
+	FILE *f;
+
+	if (type == -2) {
+		f = fopen("/sys/bus/event_source/devices/uprobe/type", "r");
+		if (!f || fscanf(f, "%d", &type) != 1)
+			type = -1;
+		if (f)
+			fclose(f);
+	}
+	return type;
+}
+
+static void open_probe_early(const struct lj_target *t, __u64 at)
+{
+	struct perf_event_attr pa = { .size = sizeof(pa) };
+	int type = uprobe_pmu_type(), fd;
+	__u64 off;
+
+	if (nearly_probes == sizeof(early_probes) / sizeof(early_probes[0]) || type < 0 ||
+	    !(off = entry_probe_offset(t, at)))
+		return;
+	pa.type = type;
+	pa.config1 = (__u64)(uintptr_t)t->path;
+	pa.config2 = off;
+	fd = syscall(__NR_perf_event_open, &pa, t->pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd >= 0)
+		early_probes[nearly_probes++] = (struct early_probe){ t->pid, at, fd };
+}
+
+static bool want_walk_caches(bool no_walk_caches)
+{
+	return !no_walk_caches && !getenv("NUPP_NO_CODE_CACHE");
+}
+
+static bool want_vm_probe(const struct lj_target *t)
+{
+	return !t->ngs && !getenv("NUPP_NO_VM_PROBE");
+}
+
+static __u64 gc_cycle_site(const struct lj_target *t)
+{
+	return lj_target__sym(t, "lj_gc_separateudata");
+}
+
+static __u64 vm_start_site(const struct lj_target *t)
+{
+	return lj_target__func(t, "luaL_openlibs");
+}
+
+void sampler__open_probes_early(const struct sampler_opts *o, const struct lj_target *t)
+{
+	if (want_walk_caches(o->no_walk_caches))
+		open_probe_early(t, gc_cycle_site(t));
+	if (want_vm_probe(t))
+		open_probe_early(t, vm_start_site(t));
+}
+
+/* Close the early probes no target took (its attach failed, or the sampler
+ * never loaded): an open one keeps its breakpoint in the target. */
+static void close_early_probes(void)
+{
+	for (int i = 0; i < nearly_probes; i++)
+		close(early_probes[i].fd);
+	nearly_probes = 0;
+}
+
+/* The early probe opened for tg at at, taken from the list; -1 if none. */
+static int take_early_probe(const struct target *tg, __u64 at)
+{
+	for (int i = 0; i < nearly_probes; i++) {
+		if (early_probes[i].pid != tg->pid || early_probes[i].at != at)
+			continue;
+		int fd = early_probes[i].fd;
+
+		early_probes[i] = early_probes[--nearly_probes];
+		return fd;
+	}
+	return -1;
+}
+
+/* A uprobe running prog at the entry of tg's function at address at: the
+ * early one opened for it, else one opened now after the same checks; NULL
+ * when there is none. */
 static struct bpf_link *probe_entry(struct bpf_program *prog, struct target *tg, __u64 at)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo);
-	__u64 off = at ? lj_target__file_offset(tg->t, at) : 0;
+	int fd = at ? take_early_probe(tg, at) : -1;
+	struct bpf_link *link;
+	__u64 off;
 
-	if (!off || code_sites__verify(tg->t->path, at, CODE_SITE_FUNC_ENTRY, &tg->t->layout, NULL, 0))
-		return NULL;
-	return bpf_program__attach_uprobe_opts(prog, tg->pid, tg->t->path, off, &uo);
+	if (fd >= 0) {
+		link = bpf_program__attach_perf_event(prog, fd);
+		if (!link)
+			close(fd);
+		return link;
+	}
+	off = entry_probe_offset(tg->t, at);
+	return off ? bpf_program__attach_uprobe_opts(prog, tg->pid, tg->t->path, off, &uo) : NULL;
 }
 
 /* The sampler caches what it learns of call sites and functions (struct
@@ -491,10 +608,9 @@ static void enable_walk_caches(struct sampler *s, struct target *tg)
 {
 	__u64 epoch = 0;
 
-	if (s->no_walk_caches || getenv("NUPP_NO_CODE_CACHE"))
+	if (!want_walk_caches(s->no_walk_caches))
 		return;
-	tg->gc_probe = probe_entry(s->skel->progs.on_gc_cycle, tg,
-				   lj_target__sym(tg->t, "lj_gc_separateudata"));
+	tg->gc_probe = probe_entry(s->skel->progs.on_gc_cycle, tg, gc_cycle_site(tg->t));
 	if (!tg->gc_probe)
 		return;
 	/* Unique to this attachment: entries of an earlier process with the
@@ -513,10 +629,9 @@ static void enable_walk_caches(struct sampler *s, struct target *tg)
  * scan. */
 static void watch_new_vm(struct sampler *s, struct target *tg)
 {
-	if (tg->t->ngs || getenv("NUPP_NO_VM_PROBE"))
+	if (!want_vm_probe(tg->t))
 		return;
-	tg->vm_probe = probe_entry(s->skel->progs.on_openlibs, tg,
-				   lj_target__func(tg->t, "luaL_openlibs"));
+	tg->vm_probe = probe_entry(s->skel->progs.on_openlibs, tg, vm_start_site(tg->t));
 }
 
 int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zones *z,

@@ -55,6 +55,12 @@ struct zones;
 struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t errsz);
 void sampler__close(struct sampler *s);
 
+/* Open the uprobes sampler__add_target will attach for t, before the
+ * sampler is open: registering one takes the kernel ~20 ms, which then
+ * overlaps the sampler's load. Those no target takes are closed with the
+ * sampler. */
+void sampler__open_probes_early(const struct sampler_opts *o, const struct lj_target *t);
+
 /* Start sampling the process of t (t must outlive the sampler), with the
  * zones of its zone module when z has found them already (else NULL, or
  * sampler__set_zones later). */

@@ -941,6 +941,8 @@ int session__run(const struct session_opts *o)
 			goto out;
 		}
 		r.places[i]->identified = true;
+		if (sampling(&r))
+			sampler__open_probes_early(&o->sampler, &r.places[i]->t);
 	}
 	if (sampling(&r) && !(r.sampler = sampler_load_wait(&loading, r.err, sizeof(r.err)))) {
 		session__error("%s", r.err);
