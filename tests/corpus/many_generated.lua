@@ -7,7 +7,7 @@ end
 local fs = {}
 for k = 1, 400 do fs[k] = gen(k) end
 local s = 0
-for r = 1, 40 do
+for r = 1, 300 do
   for k = 1, #fs do s = (s + fs[k](r)) % 1000000007 end
   if r == 20 then
     for k = 1, 200 do fs[k] = gen(k + 5000) end
