@@ -20,35 +20,14 @@ int procmem__read(pid_t pid, void *dst, size_t n, __u64 addr)
 	return (size_t)got == n ? 0 : -EFAULT;
 }
 
-int procmem__read2(pid_t pid, void *d1, size_t n1, __u64 a1, void *d2, size_t n2, __u64 a2)
-{
-	struct iovec local[2] = { { d1, n1 }, { d2, n2 } };
-	struct iovec remote[2] = { { (void *)(unsigned long)a1, n1 }, { (void *)(unsigned long)a2, n2 } };
-	/* The kernel stops at the first remote fault: a partial count tells
-	 * how far it got. */
-	ssize_t got = process_vm_readv(pid, local, 2, remote, 2, 0);
-
-	if (got < 0)
-		return -errno;
-	if ((size_t)got < n1)
-		return -EFAULT;
-	return (size_t)got == n1 + n2 ? 0 : 1;
-}
-
 static int procmem_read_cb(void *ctx, void *dst, size_t n, __u64 addr)
 {
 	return procmem__read(*(const pid_t *)ctx, dst, n, addr);
 }
 
-static int procmem_read2_cb(void *ctx, void *d1, size_t n1, __u64 a1, void *d2, size_t n2,
-			    __u64 a2)
-{
-	return procmem__read2(*(const pid_t *)ctx, d1, n1, a1, d2, n2, a2);
-}
-
 struct mem_reader procmem__reader(const pid_t *pid)
 {
-	return (struct mem_reader){ procmem_read_cb, (void *)pid, procmem_read2_cb };
+	return (struct mem_reader){ procmem_read_cb, (void *)pid };	/* only read */
 }
 
 int procmem__stat(pid_t pid, struct proc_stat *st)

@@ -15,18 +15,10 @@ struct mem_reader {
 	/* Copy n bytes at addr into dst; 0 on success, a negative errno else. */
 	int (*read)(void *ctx, void *dst, size_t n, __u64 addr);
 	void *ctx;
-	/* Optional: two reads at once (one syscall for a live process). 0
-	 * when both were read, 1 when only the first, a negative errno when
-	 * the first could not be. */
-	int (*read2)(void *ctx, void *d1, size_t n1, __u64 a1, void *d2, size_t n2, __u64 a2);
 };
 
 /* Read n bytes at addr of process pid; 0 or -errno. */
 int procmem__read(pid_t pid, void *dst, size_t n, __u64 addr);
-
-/* Read n1 bytes at a1 and n2 at a2 of process pid in one call: 0 both, 1
- * the first only, -errno when not the first. */
-int procmem__read2(pid_t pid, void *d1, size_t n1, __u64 a1, void *d2, size_t n2, __u64 a2);
 
 /* Is process pid still running: there, and not a zombie whose memory is gone? */
 bool procmem__alive(pid_t pid);

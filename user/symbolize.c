@@ -18,7 +18,6 @@
 #define BUILTIN_LINE	(~(__u32)0)	/* firstline of a bytecode builtin */
 #define VARNAME_MAX	7	/* VARNAME__MAX (lj_debug.h): special names below */
 #define STR_MAX		65536	/* longest name or chunkname read */
-#define STR_AHEAD	256u	/* a string's bytes read with its header (str_read) */
 #define STREAM_MAX	(1u << 20)	/* most varinfo/uvinfo bytes scanned */
 #define BCINS_MAX	(1u << 26)	/* LJ_MAX_BCINS: no real proto has more */
 #define SCAN_MAX	(1u << 16)	/* most instructions a slot name looks back */
@@ -287,14 +286,6 @@ struct symbolizer {
 	bool lines;		/* frames carry their current line */
 	bool trusted;		/* cached protos hold without a read (symbolizer__trust) */
 	struct cfunc_names *cnames;	/* C functions by symbol; NULL: by address */
-	__u64 chunk_guess;	/* the chunk name of the last function read (proto_get) */
-};
-
-/* A string's first bytes (str_window), read ahead with what refers to it. */
-struct str_ahead {
-	__u64 str;		/* 0: none */
-	__u32 len;
-	unsigned char buf[STR_AHEAD];
 };
 
 struct symbolizer *symbolizer__new(const struct lj_build *b, struct mem_reader mem)
@@ -411,40 +402,30 @@ static __u32 get_u32(const unsigned char *p, __u32 off)
 	return v;
 }
 
-/* How much of GCstr str's first bytes str_read() reads at once: up to
- * STR_AHEAD, within the header's page (mapped, as the header is). */
-static __u32 str_window(const struct symbolizer *s, __u64 str)
-{
-	__u32 got = PAGE - (__u32)(str & (PAGE - 1));
-
-	if (got > STR_AHEAD)
-		got = STR_AHEAD;
-	if (got < s->lj->str_size)
-		got = s->lj->str_size;		/* a header across two pages */
-	return got;
-}
-
 /* The first max bytes at most of GCstr str; cut at the first NUL when cut
  * is set, as the C string users of strdata() see it. 0 or -errno. The
- * header is read with what follows it (str_window): a short string costs
- * one read, not two (each read is a process_vm_readv; a program of 20,000
- * generated chunks reads a chunk name per new function), and none when it
- * was read ahead with the function's header (proto_read). */
+ * header is read with what follows it up to STR_AHEAD bytes, within its
+ * page (mapped, as the header is): a short string costs one read, not two
+ * (each read is a process_vm_readv; a program of 20,000 generated chunks
+ * reads a chunk name per new function). */
+#define STR_AHEAD	256u
+
 static int str_read(struct symbolizer *s, __u64 str, __u32 max, int cut,
-		    struct strbuf *out, const struct str_ahead *ahead)
+		    struct strbuf *out)
 {
 	const struct lj_layout *lj = s->lj;
 	unsigned char buf[STR_AHEAD];
-	__u32 len, got = str_window(s, str), have;
+	__u32 len, got = PAGE - (__u32)(str & (PAGE - 1)), have;
 	int err;
 
+	if (got > STR_AHEAD)
+		got = STR_AHEAD;
+	if (got < lj->str_size)
+		got = lj->str_size;		/* a header across two pages */
 	if (lj->str_size > sizeof(buf))
 		return -EFAULT;
-	if (ahead && str && str == ahead->str && ahead->len == got)
-		memcpy(buf, ahead->buf, got);
 	/* A reader of recorded memory may hold the header alone. */
-	else if (rd(s, buf, got, str) &&
-		 (got == lj->str_size || rd(s, buf, got = lj->str_size, str)))
+	if (rd(s, buf, got, str) && (got == lj->str_size || rd(s, buf, got = lj->str_size, str)))
 		return -EFAULT;
 	if (buf[lj->gc_gct] != LJ_GCT_STR)
 		return -EINVAL;
@@ -552,31 +533,13 @@ static int fn_decode(__u64 id, struct lj_fn *fn)
 	}
 }
 
-/* Prototype addr's header into pt. With ahead, in the same read (one
- * syscall), the first bytes of the chunk name the last function read had:
- * the functions of a chunk share it, so that module_make() then costs no
- * read of its own. */
-static int proto_read(struct symbolizer *s, __u64 addr, struct lj_proto *pt,
-		      struct str_ahead *ahead)
+static int proto_read(struct symbolizer *s, __u64 addr, struct lj_proto *pt)
 {
 	const struct lj_layout *lj = s->lj;
 	unsigned char buf[256];
-	__u64 guess = s->chunk_guess;
-	int r;
 
-	if (ahead)
-		ahead->str = 0;
-	if (lj->pt_size > sizeof(buf) || !addr)
+	if (lj->pt_size > sizeof(buf) || rd(s, buf, lj->pt_size, addr))
 		return -EFAULT;
-	if (ahead && guess && s->mem.read2 && lj->str_size <= STR_AHEAD) {
-		ahead->len = str_window(s, guess);
-		r = s->mem.read2(s->mem.ctx, buf, lj->pt_size, addr, ahead->buf, ahead->len, guess);
-		if (r < 0)
-			return -EFAULT;
-		ahead->str = r ? 0 : guess;
-	} else if (rd(s, buf, lj->pt_size, addr)) {
-		return -EFAULT;
-	}
 	if (buf[lj->gc_gct] != LJ_GCT_PROTO)
 		return -EINVAL;
 	memset(pt, 0, sizeof(*pt));	/* padding too: entries are memcmp'd */
@@ -677,7 +640,7 @@ static void chunk_remember(struct symbolizer *s, const struct proto_ent *pe)
 	}
 }
 
-static int module_make(struct symbolizer *s, struct proto_ent *pe, const struct str_ahead *ahead)
+static int module_make(struct symbolizer *s, struct proto_ent *pe)
 {
 	struct strbuf raw = { 0 }, mod = { 0 };
 	const struct chunk_ent *ce = s->trusted ? map_get(&s->chunks, pe->pt.chunkname, pe->builtin)
@@ -687,11 +650,11 @@ static int module_make(struct symbolizer *s, struct proto_ent *pe, const struct 
 
 	if (ce && ce->module)
 		return module_copy(pe, ce);
-	err = str_read(s, pe->pt.chunkname, 256, 0, &raw, ahead);
+	err = str_read(s, pe->pt.chunkname, 256, 0, &raw);
 	/* A chunk loaded from a string is named by its source, which can be
 	 * long: read all of the name only when more than its first byte counts. */
 	if (!err && raw.len == 256 && (pe->builtin || raw.buf[0] == '@' || raw.buf[0] == '='))
-		err = str_read(s, pe->pt.chunkname, STR_MAX, 0, &raw, NULL);
+		err = str_read(s, pe->pt.chunkname, STR_MAX, 0, &raw);
 	if (!err)
 		err = module_put(&mod, raw.buf, raw.len, pe->builtin);
 	if (!err && !(chunk = chunk_make(raw.buf, raw.len, pe->builtin)))
@@ -714,13 +677,12 @@ static int module_make(struct symbolizer *s, struct proto_ent *pe, const struct 
 static struct proto_ent *proto_get(struct symbolizer *s, __u64 addr, int *err)
 {
 	struct proto_ent *pe = map_get(&s->protos, addr, 0);
-	struct str_ahead ahead;
 	struct lj_proto pt;
 
 	*err = 0;
 	if (pe && s->trusted && pe->pt.addr == addr)
 		return pe;
-	if ((*err = proto_read(s, addr, &pt, &ahead)))
+	if ((*err = proto_read(s, addr, &pt)))
 		return NULL;
 	if (pe && !memcmp(&pe->pt, &pt, sizeof(pt)))
 		return pe;
@@ -735,11 +697,8 @@ static struct proto_ent *proto_get(struct symbolizer *s, __u64 addr, int *err)
 	pe->gen = ++s->gen;
 	pe->line = 0;
 	pe->builtin = pt.firstline == BUILTIN_LINE;
-	*err = module_make(s, pe, &ahead);
-	if (*err)
+	if ((*err = module_make(s, pe)))
 		pe->pt.addr = 0;	/* never valid: retried next time */
-	else
-		s->chunk_guess = pt.chunkname;
 	return *err ? NULL : pe;
 }
 
@@ -814,7 +773,7 @@ static int kgc_name(struct symbolizer *s, const struct lj_proto *pt, __u32 d,
 
 	if (rd(s, &str, 8, pt->k - 8 * ((__u64)d + 1)))
 		return -EFAULT;
-	return str_read(s, str, STR_MAX, 1, out, NULL) ? -EFAULT : NAME_FOUND;
+	return str_read(s, str, STR_MAX, 1, out) ? -EFAULT : NAME_FOUND;
 }
 
 /* What the instruction that wrote slot names, for an instruction whose A
@@ -1220,7 +1179,7 @@ int symbolizer__line(struct symbolizer *s, __u64 pt, __u32 pos)
 {
 	struct lj_proto p;
 
-	return proto_read(s, pt, &p, NULL) ? -1 : line_of(s, &p, pos);
+	return proto_read(s, pt, &p) ? -1 : line_of(s, &p, pos);
 }
 
 int symbolizer__frame_line(struct symbolizer *s, const struct nupp_frame *fr)
@@ -1229,7 +1188,7 @@ int symbolizer__frame_line(struct symbolizer *s, const struct nupp_frame *fr)
 	struct lj_fn fn;
 	long pos;
 
-	if (fn_decode(fr->fn, &fn) || fn.ffid != FF_LUA || proto_read(s, fn.pt, &p, NULL))
+	if (fn_decode(fr->fn, &fn) || fn.ffid != FF_LUA || proto_read(s, fn.pt, &p))
 		return -1;
 	pos = frame_pos(&p, fr->pc & ~(__u64)NUPP_CALL_MASK);
 	return pos < 0 ? -1 : line_of(s, &p, (__u32)pos);

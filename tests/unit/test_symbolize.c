@@ -304,7 +304,7 @@ static int l_unreadable(lua_State *L)
 	static const char all[] = "[unknown];[unknown];@0x";
 	static const char mid[] = "un.lua:0;[unknown];@0x";	/* then unreadable() */
 	struct nupp_frame frames[NUPP_MAX_DEPTH];
-	struct symbolizer *s = symbolizer__new(T.b, (struct mem_reader){ .read = fail_read });
+	struct symbolizer *s = symbolizer__new(T.b, (struct mem_reader){ fail_read, NULL });
 	struct strbuf got = { 0 };
 	int depth = walk(L, frames), r;
 
@@ -320,76 +320,6 @@ static int l_unreadable(lua_State *L)
 	symbolizer__free(s);
 	strbuf__free(&got);
 	return 0;
-}
-
-/* Reads of our own memory, counted: with read2, a function's header is read
- * with the chunk name the last function had. */
-static unsigned nreads;
-
-static int count_read(void *ctx, void *dst, size_t n, __u64 addr)
-{
-	(void)ctx;
-	nreads++;
-	return procmem__read(getpid(), dst, n, addr);
-}
-
-static int count_read2(void *ctx, void *d1, size_t n1, __u64 a1, void *d2, size_t n2, __u64 a2)
-{
-	(void)ctx;
-	nreads++;
-	return procmem__read2(getpid(), d1, n1, a1, d2, n2, a2);
-}
-
-/* f and g of one chunk, h of another, named one after the other by a
- * symbolizer with read2 and by one without: the same names; g costs one
- * read less (its chunk name came with its header), h as many (the guess,
- * f's and g's chunk name, was wrong). */
-static void test_read_ahead(lua_State *L)
-{
-	static const char one[] = "return function() end, function() end";
-	static const char two[] = "return function() end";
-	char *names[2][3] = { { 0 } };
-	unsigned reads[2][3];
-
-	T.bad = 0;
-	if (luaL_loadbuffer(L, one, sizeof(one) - 1, "@ra/one.lua") || lua_pcall(L, 0, 2, 0) ||
-	    luaL_loadbuffer(L, two, sizeof(two) - 1, "@ra/two.lua") || lua_pcall(L, 0, 1, 0)) {
-		check(0, "read-ahead chunks load", "", lua_tostring(L, -1));
-		lua_settop(L, 0);
-		return;
-	}
-	for (int with = 0; with < 2; with++) {
-		struct symbolizer *s = symbolizer__new(T.b, (struct mem_reader){
-			.read = count_read, .read2 = with ? count_read2 : NULL });
-
-		for (int i = 0; i < 3; i++) {
-			struct nupp_frame fr = { NUPP_FN(NUPP_FN_LUA, func_proto(L, i - 3)), 0 };
-			struct strbuf got = { 0 };
-
-			nreads = 0;
-			symbolizer__stack(s, &fr, 1, &got);
-			reads[with][i] = nreads;
-			names[with][i] = got.buf;
-		}
-		symbolizer__free(s);
-	}
-	for (int i = 0; i < 3; i++) {
-		check(names[0][i] && names[1][i] && !strcmp(names[0][i], names[1][i]),
-		      "the same name with read2", names[0][i] ? names[0][i] : "(none)",
-		      names[1][i] ? names[1][i] : "(none)");
-		free(names[0][i]);
-		free(names[1][i]);
-	}
-	check(reads[1][1] + 1 == reads[0][1], "g: its chunk name read with its header", "", "");
-	check(reads[1][2] == reads[0][2], "h: the guess wrong, its own read", "", "");
-	printf("%-4s %s (reads without/with: f %u/%u, g %u/%u, h %u/%u)\n", T.bad ? "FAIL" : "ok",
-	       "chunk names read ahead", reads[0][0], reads[1][0], reads[0][1], reads[1][1],
-	       reads[0][2], reads[1][2]);
-	if (T.bad)
-		T.failed++;
-	else
-		T.passed++;
-	lua_settop(L, 0);
 }
 
 /* ---------------------------------------------------------------------------
@@ -694,12 +624,11 @@ int main(void)
 	if (!(T.b = find_build()))
 		return 2;
 	printf("registry entry: %s\n", T.b->id);
-	T.sym = symbolizer__new(T.b, (struct mem_reader){ .read = proc_read });
+	T.sym = symbolizer__new(T.b, (struct mem_reader){ proc_read, NULL });
 	if (!T.sym || !(L = lua_setup()))
 		return 2;
 	test_escape();
 	test_fmt_ptr(L);
-	test_read_ahead(L);
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		run(L, cases[i].name, cases[i].chunkname, cases[i].code, cases[i].expect);
 	run_long(L);
