@@ -10,6 +10,7 @@ its exit, as a share of one core over that time. Prints a Markdown table.
 
     /usr/bin/python3 scripts/bench-large.py [--luajit /usr/bin/luajit] [--reps 3]
         [--compare OTHER-NUPP-BPF]   (both in turn, for a ratio on one machine)
+        [--per-chunk K]              (K functions to a chunk, as modules hold them)
 """
 import argparse
 import os
@@ -30,7 +31,8 @@ def cpu_s(pid):
 
 def one(a, nupp, job, seconds):
     tgt = subprocess.Popen([a.luajit, os.path.join(ROOT, "tests/bench/large.lua"), "20000",
-                            str(seconds + 3)], stdout=subprocess.PIPE, text=True)
+                            str(seconds + 3), str(a.per_chunk)], stdout=subprocess.PIPE,
+                           text=True)
     assert tgt.stdout.readline() == "ready\n"
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "p")
@@ -63,15 +65,20 @@ def main():
     p.add_argument("--compare", metavar="NUPP", help="another nupp-bpf, run in turn with --nupp")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--seconds", type=int, default=12)
+    p.add_argument("--per-chunk", type=int, default=1,
+                   help="functions to a chunk (1: each its own, as generated code)")
     a = p.parse_args()
     builds = [a.nupp] + ([a.compare] if a.compare else [])
     runs = {(b, job): [] for b in builds for job in ("record", "default job")}
     for _ in range(a.reps):			# every build and job in turn
         for b, job in runs:
             runs[(b, job)].append(one(a, b, job, a.seconds))
-    print("`nupp-bpf [record] -p PID -F 997 -d %d` on `%s tests/bench/large.lua 20000` "
-          "(20,000 generated functions called round-robin), %d runs of each in turn; "
-          "nupp-bpf's own CPU as a share of one core, medians:" % (a.seconds, a.luajit, a.reps))
+    print("`nupp-bpf [record] -p PID -F 997 -d %d` on `%s tests/bench/large.lua 20000 %d %d` "
+          "(20,000 generated functions called round-robin, %s), %d runs of each in turn; "
+          "nupp-bpf's own CPU as a share of one core, medians:" % (
+              a.seconds, a.luajit, a.seconds + 3, a.per_chunk,
+              "each its own chunk" if a.per_chunk == 1 else "%d to a chunk" % a.per_chunk,
+              a.reps))
     print()
     print("| %sjob | first 4 s | whole run | distinct stacks |" % ("nupp-bpf | " if a.compare else ""))
     print("|%s---|---:|---:|---:|" % ("---|" if a.compare else ""))
