@@ -39,6 +39,7 @@
 
 #define TICK_MS		10	/* trace events are drained this often */
 #define POLL_TICKS	10	/* poll the targets every 100 ms */
+#define WAKE_GAP_MAX_MS	8	/* the longest pause after a wake (wait_tick) */
 
 static volatile sig_atomic_t stop_signal;
 static struct rlimit fd_limit;	/* as we were started: the launched command's */
@@ -118,6 +119,7 @@ struct run {
 	char err[1024];
 	char title[512];		/* what is profiled, as the formats say it */
 	double started;
+	int wake_gap_ms;		/* the pause after the next wake (wait_tick) */
 	__u64 started_ns;		/* CLOCK_REALTIME then, since the epoch */
 };
 
@@ -571,7 +573,10 @@ static bool scan_awaited_vms(struct run *r)
  * awaited. A new stack wakes the wait and is named at once: the last
  * moments of a short program, or code soon freed, are gone by the next
  * tick (tests/corpus/). After a wake, the next wait comes a millisecond
- * later, so that a burst of new stacks costs at most one wake per ms. The
+ * later, then twice as late after each wake in a row, up to
+ * WAKE_GAP_MAX_MS: a stream of new stacks (a large program, hundreds a
+ * second) costs at most 125 wakes a second, and the first wait that times
+ * out brings the gap back to 1 ms (docs/benchmarks.md, bench-large). The
  * trace probe submits without wakeups: its events are taken in after each
  * wait. */
 static void wait_tick(struct run *r)
@@ -581,10 +586,16 @@ static void wait_tick(struct run *r)
 	for (int left; (left = (int)((end - monotonic_s()) * 1e3 + 0.5)) > 0;) {
 		int step = scan_awaited_vms(r) ? 1 : left;
 
-		if (r->sampler && sampler__wait(r->sampler, step) > 0)
-			usleep(1000);
-		else if (!r->sampler)
+		if (r->sampler && sampler__wait(r->sampler, step) > 0) {
+			int gap = r->wake_gap_ms > 1 ? r->wake_gap_ms : 1;
+
+			usleep(gap * 1000);
+			r->wake_gap_ms = gap * 2 < WAKE_GAP_MAX_MS ? gap * 2 : WAKE_GAP_MAX_MS;
+		} else if (!r->sampler) {
 			usleep(step * 1000);
+		} else {
+			r->wake_gap_ms = 1;
+		}
 		if (r->tracer)
 			tracer__poll(r->tracer, 0);
 	}
