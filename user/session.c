@@ -40,6 +40,7 @@
 #define TICK_MS		10	/* trace events are drained this often */
 #define POLL_TICKS	10	/* poll the targets every 100 ms */
 #define WAKE_GAP_MAX_MS	8	/* the longest pause after a wake (wait_tick) */
+#define STREAM_S	1.0	/* new stacks in every wait this long: a stream */
 
 static volatile sig_atomic_t stop_signal;
 static struct rlimit fd_limit;	/* as we were started: the launched command's */
@@ -120,6 +121,7 @@ struct run {
 	char title[512];		/* what is profiled, as the formats say it */
 	double started;
 	int wake_gap_ms;		/* the pause after the next wake (wait_tick) */
+	double stream_since;		/* since when every wait met new stacks, 0 none */
 	__u64 started_ns;		/* CLOCK_REALTIME then, since the epoch */
 };
 
@@ -140,6 +142,7 @@ static bool tracing(const struct run *r)
 struct sampler_load {
 	pthread_t thread;
 	bool running;
+	bool loaded;			/* set by the thread when it is done */
 	const struct sampler_opts *opts;
 	struct sampler *sampler;
 	char err[sizeof(((struct run *)0)->err)];	/* as long as the session's */
@@ -150,7 +153,17 @@ static void *sampler_load_run(void *arg)
 	struct sampler_load *l = arg;
 
 	l->sampler = sampler__open(l->opts, l->err, sizeof(l->err));
+	__atomic_store_n(&l->loaded, true, __ATOMIC_RELEASE);
 	return NULL;
+}
+
+/* Is the load still under way? Then a target's uprobes are best opened now
+ * (sampler__open_probes_early): their registration overlaps the load. Once
+ * it is done, they come after the target is listed, not before its first
+ * sample. */
+static bool sampler_loading(struct sampler_load *l)
+{
+	return l->running && !__atomic_load_n(&l->loaded, __ATOMIC_ACQUIRE);
 }
 
 static void sampler_load_start(struct sampler_load *l, const struct sampler_opts *opts)
@@ -573,10 +586,12 @@ static bool scan_awaited_vms(struct run *r)
  * awaited. A new stack wakes the wait and is named at once: the last
  * moments of a short program, or code soon freed, are gone by the next
  * tick (tests/corpus/). After a wake, the next wait comes a millisecond
- * later, then twice as late after each wake in a row, up to
- * WAKE_GAP_MAX_MS: a stream of new stacks (a large program, hundreds a
- * second) costs at most 125 wakes a second, and the first wait that times
- * out brings the gap back to 1 ms (docs/benchmarks.md, bench-large). The
+ * later; once every wait has met new stacks for STREAM_S, twice as late
+ * after each wake, up to WAKE_GAP_MAX_MS: a stream of new stacks (a large
+ * program, hundreds a second) costs at most 125 wakes a second, while a
+ * short program (the corpus's run 0.1-0.6 s) keeps the 1-ms gap to its
+ * end; the first wait that times out brings the gap back to 1 ms
+ * (docs/benchmarks.md, bench-large). The
  * trace probe submits without wakeups: its events are taken in after each
  * wait. */
 static void wait_tick(struct run *r)
@@ -590,11 +605,15 @@ static void wait_tick(struct run *r)
 			int gap = r->wake_gap_ms > 1 ? r->wake_gap_ms : 1;
 
 			usleep(gap * 1000);
-			r->wake_gap_ms = gap * 2 < WAKE_GAP_MAX_MS ? gap * 2 : WAKE_GAP_MAX_MS;
+			if (!r->stream_since)
+				r->stream_since = monotonic_s();
+			else if (monotonic_s() - r->stream_since >= STREAM_S)
+				r->wake_gap_ms = gap * 2 < WAKE_GAP_MAX_MS ? gap * 2 : WAKE_GAP_MAX_MS;
 		} else if (!r->sampler) {
 			usleep(step * 1000);
 		} else {
 			r->wake_gap_ms = 1;
+			r->stream_since = 0;
 		}
 		if (r->tracer)
 			tracer__poll(r->tracer, 0);
@@ -952,7 +971,7 @@ int session__run(const struct session_opts *o)
 			goto out;
 		}
 		r.places[i]->identified = true;
-		if (sampling(&r))
+		if (sampling(&r) && sampler_loading(&loading))
 			sampler__open_probes_early(&o->sampler, &r.places[i]->t);
 	}
 	if (sampling(&r) && !(r.sampler = sampler_load_wait(&loading, r.err, sizeof(r.err)))) {
