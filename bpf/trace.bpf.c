@@ -309,20 +309,24 @@ __noinline int read_location(const struct nupp_trace_proc *p, struct nupp_trace_
 	return 0;
 }
 
+/* The TValue at addr, into *tv: the GC object it refers to when its type
+ * tag is itype, else 0. */
+static __always_inline __u64 read_gcref(__u64 *tv, __u64 addr, __u32 itype)
+{
+	if (RD(*tv, addr) || (__u32)((__s64)*tv >> 47) != itype)
+		return 0;
+	return *tv & LJ_GCVMASK;
+}
+
 /* The error object at L->top[-1]: a TraceError number, or a Lua value
  * (usually the message string of an error raised while recording). */
 static __always_inline void read_errobj(const struct lj_layout *lj,
 					struct nupp_trace_event *e, __u64 top)
 {
-	__u64 s;
+	__u64 s = read_gcref(&e->errobj, top - 8, LJ_TSTR);
 	__u32 n;
 
-	if (RD(e->errobj, top - 8))
-		return;
-	if ((__u32)((__s64)e->errobj >> 47) != LJ_TSTR)
-		return;
-	s = e->errobj & LJ_GCVMASK;
-	if (RD(e->msglen, s + lj->str_len))
+	if (!s || RD(e->msglen, s + lj->str_len))
 		return;
 	n = e->msglen < NUPP_TRACE_MSG ? e->msglen : NUPP_TRACE_MSG;
 	if (n > 0 && n <= NUPP_TRACE_MSG)
@@ -337,12 +341,8 @@ static __always_inline void read_errinfo(const struct lj_layout *lj,
 	__u64 fn;
 
 	e->info_ffid = 0xff;
-	if (RD(e->errinfo, e->J + lj->J_errinfo))
-		return;
-	if ((__u32)((__s64)e->errinfo >> 47) != LJ_TFUNC)
-		return;
-	fn = e->errinfo & LJ_GCVMASK;
-	if (RD(e->info_ffid, fn + lj->fn_ffid))
+	fn = read_gcref(&e->errinfo, e->J + lj->J_errinfo, LJ_TFUNC);
+	if (!fn || RD(e->info_ffid, fn + lj->fn_ffid))
 		return;
 	if (e->info_ffid != 0)
 		RD(e->info_f, fn + lj->fn_f);
