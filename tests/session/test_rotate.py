@@ -49,18 +49,26 @@ class Watcher:
         self.thread.start()
 
     def _run(self):
-        while not self.done.is_set():
-            for p in self.dir.glob("*.pb.gz"):
-                if p.name in self.seen:
-                    continue
-                self.seen.add(p.name)
-                try:
-                    gzip.decompress(p.read_bytes())
-                except FileNotFoundError:
-                    pass		# --keep removed it meanwhile
-                except (OSError, EOFError) as e:
-                    self.broken.append((p.name, str(e)))
+        # One pass more after close(): a file renamed into place as the
+        # session ended is seen too.
+        while True:
+            last = self.done.is_set()
+            self._scan()
+            if last:
+                return
             time.sleep(0.005)
+
+    def _scan(self):
+        for p in self.dir.glob("*.pb.gz"):
+            if p.name in self.seen:
+                continue
+            self.seen.add(p.name)
+            try:
+                gzip.decompress(p.read_bytes())
+            except FileNotFoundError:
+                pass		# --keep removed it meanwhile
+            except (OSError, EOFError) as e:
+                self.broken.append((p.name, str(e)))
 
     def close(self):
         self.done.set()
