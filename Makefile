@@ -64,7 +64,7 @@ GEN_HEADERS += $(B)/gen/min_btf.h
 USER_LIB_SRCS := $(filter-out user/main.c user/lua_module.c user/zone_state.c,$(wildcard user/*.c))
 USER_LIB_OBJS := $(patsubst user/%.c,$(B)/obj/%.o,$(USER_LIB_SRCS)) $(B)/obj/lj_builds.o
 
-$(B)/obj/%.o: user/%.c $(wildcard user/*.h bpf/*.h) $(BPF_SKELS) $(B)/gen/lj_builds.c $(GEN_HEADERS)
+$(B)/obj/%.o: user/%.c $(wildcard user/*.h user/*.def bpf/*.h) $(BPF_SKELS) $(B)/gen/lj_builds.c $(GEN_HEADERS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -c $< -o $@
 

@@ -32,12 +32,14 @@ struct {
 	__type(value, struct nupp_trace_proc);
 } procs SEC(".maps");
 
+volatile __u32 paused;	/* set by userspace: nothing is read or reported */
+
+/* One struct nupp_trace_event an abort, to userspace (which drains it at each
+ * wake of the session). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
 } events SEC(".maps");
-
-volatile __u32 paused;	/* set by userspace: nothing is read or reported */
 
 #define NUPP_COUNTERS NUPP_TRC_MAX	/* enum nupp_trace_counter */
 #include "counters.h"

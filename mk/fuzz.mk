@@ -17,7 +17,7 @@ FUZZ_CFLAGS  := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
 test: fuzz
 
 # The project's sources, instrumented for coverage and the sanitizers.
-$(FUZZ_DIR)/obj/%.o: user/%.c $(wildcard user/*.h bpf/*.h) $(GEN_HEADERS)
+$(FUZZ_DIR)/obj/%.o: user/%.c $(wildcard user/*.h user/*.def bpf/*.h) $(GEN_HEADERS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CLANG) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 

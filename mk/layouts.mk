@@ -16,14 +16,14 @@ LAYOUTS_ARGS   ?=
 
 # Compiled from the sources, not through libnupp.a: the tool needs libdw
 # only, and none of the BPF skeletons libnupp.a waits for.
-$(NUPP_LAYOUT): tools/layout_dump.c user/dwarf_layout.c user/dwarf_layout.h bpf/lj_layout.h
+$(NUPP_LAYOUT): tools/layout_dump.c user/dwarf_layout.c user/dwarf_layout.h user/lj_layout.def bpf/lj_layout.h
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) tools/layout_dump.c user/dwarf_layout.c \
 		-ldw -lelf -o $@
 
 all: $(NUPP_LAYOUT)
 
-$(B)/gen/lj_revisions.c: $(LAYOUTS_JSON) scripts/gen-layouts.py scripts/gen-registry.py user/dwarf_layout.c \
+$(B)/gen/lj_revisions.c: $(LAYOUTS_JSON) scripts/gen-layouts.py scripts/gen-registry.py user/dwarf_layout.c user/lj_layout.def \
 		bpf/lj_layout.h user/lj_revision.h
 	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(@D) && $(PYTHON) scripts/gen-layouts.py --emit-c $@

@@ -35,7 +35,7 @@ $(LJ_SUITE_STAMPS): $(B)/luajit/suites/%.stamp: luajit/suite-pins scripts/fetch-
 
 luajit: $(LJ_STAMPS) $(LJ_SUITE_STAMPS)
 
-$(B)/gen/lj_builds.c: scripts/gen-registry.py user/dwarf_layout.c luajit/pins bpf/lj_layout.h \
+$(B)/gen/lj_builds.c: scripts/gen-registry.py user/dwarf_layout.c user/lj_layout.def luajit/pins bpf/lj_layout.h \
 		user/lj_build.h $(LJ_STAMPS)
 	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(@D) && $(PYTHON) scripts/gen-registry.py --build $(B) --out $@

@@ -12,11 +12,11 @@ UNIT_LDLIBS := -lluajit-5.1 -ldw -lelf -lz -lcrypto -lcapstone -ldl
 .PHONY: unit-test
 test: unit-test
 
-$(UNIT_DIR)/%.o: user/%.c $(wildcard user/*.h bpf/*.h)
+$(UNIT_DIR)/%.o: user/%.c $(wildcard user/*.h user/*.def bpf/*.h)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(UNIT_DIR)/test_%.o: tests/unit/test_%.c $(wildcard user/*.h bpf/*.h)
+$(UNIT_DIR)/test_%.o: tests/unit/test_%.c $(wildcard user/*.h user/*.def bpf/*.h)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) -I$(LUAJIT_INC) $(CFLAGS) -c $< -o $@
 

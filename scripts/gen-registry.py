@@ -69,29 +69,30 @@ INLINE = [
 
 # struct lj_layout field -> C expression, evaluated against the tree's headers.
 # The fields, and the LuaJIT type and member each one is, come from the one
-# table of them, user/dwarf_layout.c's (the DWARF reader's): the two ways a
-# layout is derived (offsetof() here, DWARF there) cannot list different
-# members. Every field of the struct in bpf/lj_layout.h must be there.
+# list of them, user/lj_layout.def, which the DWARF reader (user/dwarf_layout.c)
+# includes too: the two ways a layout is derived (offsetof() here, DWARF there)
+# cannot list different members. Every field of the struct in bpf/lj_layout.h
+# must be there.
 def layout_exprs():
-    src = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "user", "dwarf_layout.c")).read()
+    user = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "user")
+    src = open(os.path.join(user, "dwarf_layout.c")).read()
     enum = re.search(r"enum lj_type \{([^}]*)\}", src).group(1)
     tags = [t.strip() for t in enum.split(",") if t.strip() and t.strip() != "T__MAX"]
     names = re.findall(r'"(\w+)"', re.search(r"type_names\[T__MAX\] = \{([^}]*)\}", src).group(1))
     types = dict(zip(tags, names))
-    table = src[src.index("static const struct field fields[] = {"):]
-    table = table[:table.index("};")]
+    table = re.sub(r"/\*.*?\*/", "", open(os.path.join(user, "lj_layout.def")).read(), flags=re.S)
     exprs = {}
-    for m in re.finditer(r'OFS\((\w+), (T_\w+), "([\w.]+)"\)|SIZE\((\w+), (T_\w+)\)|'
-                         r'\{ "(\w+)", T_\w+, NULL, K_DISP2G', table):
-        if m.group(1):
-            exprs[m.group(1)] = "offsetof(%s, %s)" % (types[m.group(2)], m.group(3))
-        elif m.group(4):
-            exprs[m.group(4)] = "sizeof(%s)" % types[m.group(5)]
-        else:
-            exprs[m.group(6)] = "GG_DISP2G"
+    for line in table.split("\n"):
+        if not line.strip():
+            continue
+        m = re.fullmatch(r'\s*(OFS|SIZE|DISP2G)\((\w+), (T_\w+)(?:, "([\w.]+)")?\)\s*', line)
+        if not m or m.group(3) not in types or (m.group(1) == "OFS") != bool(m.group(4)):
+            die("user/lj_layout.def: not an entry: %s" % line.strip())
+        kind, field, tag, member = m.groups()
+        exprs[field] = {"OFS": "offsetof(%s, %s)" % (types[tag], member),
+                        "SIZE": "sizeof(%s)" % types[tag], "DISP2G": "GG_DISP2G"}[kind]
     if len(tags) != len(names) or not exprs:
-        die("user/dwarf_layout.c: its type or field table no longer reads as expected")
+        die("user/dwarf_layout.c: its type table no longer reads as expected")
     return exprs
 
 

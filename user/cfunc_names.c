@@ -32,12 +32,10 @@ struct cfunc_names {
 
 struct cfunc_names *cfunc_names__new(pid_t pid, struct codemap *maps)
 {
-	struct cfunc_names *c = calloc(1, sizeof(*c));
+	struct cfunc_names *c = malloc(sizeof(*c));
 
-	if (c) {
-		c->pid = pid;
-		c->maps = maps;
-	}
+	if (c)
+		*c = (struct cfunc_names){ .pid = pid, .maps = maps };
 	return c;
 }
 

@@ -60,86 +60,21 @@ struct field {
 	size_t off;		/* in struct lj_layout */
 };
 
-#define OFS(f, t, m)	{ #f, t, m, K_OFFSET, offsetof(struct lj_layout, f) }
-#define SIZE(f, t)	{ #f, t, NULL, K_SIZE, offsetof(struct lj_layout, f) }
+#define OFS(f, t, m)	{ #f, t, m, K_OFFSET, offsetof(struct lj_layout, f) },
+#define SIZE(f, t)	{ #f, t, NULL, K_SIZE, offsetof(struct lj_layout, f) },
+#define DISP2G(f, t)	{ #f, t, NULL, K_DISP2G, offsetof(struct lj_layout, f) },
 
-/* In the order of struct lj_layout (bpf/lj_layout.h). scripts/gen-registry.py
- * reads this table (and lj_type and type_names above) to print the same
- * fields with offsetof(): keep one entry a line, in these forms. */
 static const struct field fields[] = {
-	OFS(gg_g, T_GG, "g"),
-	OFS(gg_j, T_GG, "J"),
-	{ "disp2g", T_GG, NULL, K_DISP2G, offsetof(struct lj_layout, disp2g) },
-	OFS(g_strempty, T_G, "strempty"),
-	OFS(g_vmstate, T_G, "vmstate"),
-	OFS(g_mainthref, T_G, "mainthref"),
-	OFS(g_cur_L, T_G, "cur_L"),
-	OFS(g_jit_base, T_G, "jit_base"),
-	OFS(L_glref, T_L, "glref"),
-	OFS(L_base, T_L, "base"),
-	OFS(L_top, T_L, "top"),
-	OFS(L_stack, T_L, "stack"),
-	OFS(L_maxstack, T_L, "maxstack"),
-	OFS(L_cframe, T_L, "cframe"),
-	OFS(gc_gct, T_GCH, "gct"),
-	OFS(fn_ffid, T_FNL, "ffid"),
-	OFS(fn_pc, T_FNL, "pc"),
-	OFS(fn_f, T_FNC, "f"),
-	SIZE(pt_size, T_PT),
-	OFS(pt_sizebc, T_PT, "sizebc"),
-	OFS(pt_k, T_PT, "k"),
-	OFS(pt_sizeuv, T_PT, "sizeuv"),
-	OFS(pt_chunkname, T_PT, "chunkname"),
-	OFS(pt_firstline, T_PT, "firstline"),
-	OFS(pt_numline, T_PT, "numline"),
-	OFS(pt_lineinfo, T_PT, "lineinfo"),
-	OFS(pt_uvinfo, T_PT, "uvinfo"),
-	OFS(pt_varinfo, T_PT, "varinfo"),
-	OFS(str_len, T_STR, "len"),
-	SIZE(str_size, T_STR),
-	OFS(J_L, T_J, "L"),
-	OFS(J_pc, T_J, "pc"),
-	OFS(J_pt, T_J, "pt"),
-	OFS(J_state, T_J, "state"),
-	OFS(J_cur_startpt, T_J, "cur.startpt"),
-	OFS(J_cur_startpc, T_J, "cur.startpc"),
-	OFS(J_cur_traceno, T_J, "cur.traceno"),
-	OFS(J_cur_startins, T_J, "cur.startins"),
-	OFS(J_cur_link, T_J, "cur.link"),
-	OFS(J_cur_linktype, T_J, "cur.linktype"),
-	OFS(J_flags, T_J, "flags"),
-	OFS(J_parent, T_J, "parent"),
-	OFS(J_exitno, T_J, "exitno"),
-	OFS(J_penalty, T_J, "penalty"),
-	OFS(J_errinfo, T_J, "errinfo"),
-	OFS(J_sizetrace, T_J, "sizetrace"),
-	OFS(J_trace, T_J, "trace"),
-	SIZE(tr_size, T_TR),
-	OFS(tr_nsnap, T_TR, "nsnap"),
-	OFS(tr_nins, T_TR, "nins"),
-	OFS(tr_ir, T_TR, "ir"),
-	OFS(tr_nk, T_TR, "nk"),
-	OFS(tr_nsnapmap, T_TR, "nsnapmap"),
-	OFS(tr_snap, T_TR, "snap"),
-	OFS(tr_snapmap, T_TR, "snapmap"),
-	OFS(tr_startpt, T_TR, "startpt"),
-	OFS(tr_startpc, T_TR, "startpc"),
-	OFS(tr_szmcode, T_TR, "szmcode"),
-	OFS(tr_mcode, T_TR, "mcode"),
-	OFS(tr_traceno, T_TR, "traceno"),
-	SIZE(sn_size, T_SN),
-	OFS(sn_mapofs, T_SN, "mapofs"),
-	OFS(sn_mcofs, T_SN, "mcofs"),
-	OFS(sn_nslots, T_SN, "nslots"),
-	OFS(sn_nent, T_SN, "nent"),
-	SIZE(ir_size, T_IR),
-	OFS(ir_o, T_IR, "o"),
+#include "lj_layout.def"
 };
+#undef OFS
+#undef SIZE
+#undef DISP2G
 
 #define NFIELDS ((int)(sizeof(fields) / sizeof(fields[0])))
 
-/* Every field is 4 bytes: a new field of lj_layout without an entry above
- * shows up here as a size mismatch at compile time. */
+/* Every field is 4 bytes: a new field of lj_layout without an entry in
+ * lj_layout.def shows up here as a size mismatch at compile time. */
 _Static_assert(sizeof(struct lj_layout) == sizeof(fields) / sizeof(fields[0]) * 4,
 	       "struct lj_layout has a field dwarf_layout.c does not read");
 

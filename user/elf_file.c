@@ -42,8 +42,7 @@ void elf_file__close(struct elf_file *ef)
 {
 	if (!ef)
 		return;
-	if (ef->elf)
-		elf_end(ef->elf);
+	elf_end(ef->elf);	/* NULL is fine */
 	if (ef->fd >= 0)
 		close(ef->fd);
 	free(ef);

@@ -84,14 +84,13 @@ static int insert(struct node *root, const char *stack, const __u64 state[NUPP_S
 /* The rows that pass the filters, by their collapsed text. */
 static int build(struct node *root, const struct profile *p, const struct render_opts *o)
 {
-	for (size_t i = 0; i < p->nrows; i++) {
-		const struct profile_row *r = &p->rows[i];
-		char *text;
+	const struct profile_row *r;
+
+	for (size_t i = 0; (r = profile__next_kept(p, o, &i));) {
+		char *text = profile_row__text(r, o);
 		int err;
 
-		if (!profile_row__kept(r, o))
-			continue;
-		if (!(text = profile_row__text(r, o)))
+		if (!text)
 			return -1;
 		err = insert(root, text, r->state);
 		free(text);

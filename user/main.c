@@ -165,10 +165,30 @@ static void check_live(const struct session_opts *o)
 		usage_error("--rotate writes files into a directory, not to stdout");
 }
 
+/* The setting an option that takes no value turns on, or NULL. */
+static bool *flag_of(struct session_opts *o, int key)
+{
+	switch (key) {
+	case OPT_THREADS:		return &o->render.threads;
+	case OPT_ZONES:			return &o->render.zones;
+	case OPT_CHILDREN:		return &o->children;
+	case OPT_LINES:			return &o->sampler.lines;
+	case OPT_DUMPSTACK_NAMES:	return &o->sampler.dumpstack_names;
+	case OPT_BENIGN:		return &o->include_benign;
+	case OPT_JSON:			return &o->json;
+	default:			return NULL;
+	}
+}
+
 static error_t parse_opt(int key, char *arg, struct argp_state *state)
 {
 	struct session_opts *o = state->input;
+	bool *flag = flag_of(o, key);
 
+	if (flag) {
+		*flag = true;
+		return 0;
+	}
 	switch (key) {
 	case 'p':
 		if (o->npids == SESSION_MAX_PIDS)
@@ -200,26 +220,8 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_ZONE:
 		o->render.zone = arg;
 		break;
-	case OPT_THREADS:
-		o->render.threads = true;
-		break;
-	case OPT_ZONES:
-		o->render.zones = true;
-		break;
-	case OPT_CHILDREN:
-		o->children = true;
-		break;
-	case OPT_LINES:
-		o->sampler.lines = true;
-		break;
-	case OPT_DUMPSTACK_NAMES:
-		o->sampler.dumpstack_names = true;
-		break;
 	case OPT_MAX_STACKS:
 		o->sampler.max_stacks = parse_num("--max-stacks", arg, 16, 1 << 22);
-		break;
-	case OPT_BENIGN:
-		o->include_benign = true;
 		break;
 	case 'd':
 		o->duration = parse_num("-d", arg, 1, 100L * 365 * 86400);
@@ -245,9 +247,6 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_NO_SUMMARY:
 		o->summary = false;
-		break;
-	case OPT_JSON:
-		o->json = true;
 		break;
 	case 'v':
 		libbpf_setup__verbose(true);

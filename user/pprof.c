@@ -220,13 +220,10 @@ static int add_locations(struct builder *b, const struct profile *p)
 static int reserve_samples(struct builder *b, const struct profile *p,
 			   const struct render_opts *o)
 {
+	const struct profile_row *r;
 	size_t n = 0, ids = 0;
 
-	for (size_t i = 0; i < p->nrows; i++) {
-		const struct profile_row *r = &p->rows[i];
-
-		if (!profile_row__kept(r, o))
-			continue;
+	for (size_t i = 0; (r = profile__next_kept(p, o, &i));) {
 		for (int s = 0; s < NUPP_ST_MAX; s++)
 			if (r->state[s]) {
 				n++;
@@ -303,15 +300,12 @@ static int add_sample(struct builder *b, const struct profile *p, const struct p
 
 static int add_samples(struct builder *b, const struct profile *p, const struct render_opts *o)
 {
+	const struct profile_row *r;
 	size_t ids = 0;
 
 	if (reserve_samples(b, p, o))
 		return -1;
-	for (size_t i = 0; i < p->nrows; i++) {
-		const struct profile_row *r = &p->rows[i];
-
-		if (!profile_row__kept(r, o))
-			continue;
+	for (size_t i = 0; (r = profile__next_kept(p, o, &i));) {
 		for (int s = 0; s < NUPP_ST_MAX; s++)
 			if (r->state[s] && add_sample(b, p, r, o, s, &ids))
 				return -1;

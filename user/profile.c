@@ -259,14 +259,27 @@ bool profile_row__kept(const struct profile_row *r, const struct render_opts *o)
 	return (!o->zone || zone__under(r->zone, o->zone)) && profile_row__count(r);
 }
 
+const struct profile_row *profile__next_kept(const struct profile *p, const struct render_opts *o,
+					     size_t *i)
+{
+	while (*i < p->nrows) {
+		const struct profile_row *r = &p->rows[(*i)++];
+
+		if (profile_row__kept(r, o))
+			return r;
+	}
+	return NULL;
+}
+
 void profile__totals(const struct profile *p, const struct render_opts *o,
 		     __u64 state[NUPP_ST_MAX])
 {
+	const struct profile_row *r;
+
 	memset(state, 0, NUPP_ST_MAX * sizeof(*state));
-	for (size_t i = 0; i < p->nrows; i++)
-		if (profile_row__kept(&p->rows[i], o))
-			for (int s = 0; s < NUPP_ST_MAX; s++)
-				state[s] += p->rows[i].state[s];
+	for (size_t i = 0; (r = profile__next_kept(p, o, &i));)
+		for (int s = 0; s < NUPP_ST_MAX; s++)
+			state[s] += r->state[s];
 }
 
 struct line {
@@ -309,19 +322,16 @@ long profile__write_collapsed(const struct profile *p, const struct render_opts 
 {
 	struct keymap index = {};
 	struct line *lines = calloc(p->nrows + 1, sizeof(*lines));
+	const struct profile_row *r;
 	long n = 0, ret = -1;
 	__u64 total = 0;
 
 	if (!lines)
 		return -1;
-	for (size_t i = 0; i < p->nrows; i++) {
-		const struct profile_row *r = &p->rows[i];
-		char *text;
+	for (size_t i = 0; (r = profile__next_kept(p, o, &i));) {
+		char *text = profile_row__text(r, o);
 		long at;
 
-		if (!profile_row__kept(r, o))
-			continue;
-		text = profile_row__text(r, o);
 		if (!text)
 			goto out;
 		at = keymap__get(&index, text, strlen(text));

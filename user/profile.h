@@ -109,6 +109,10 @@ __u32 profile_row__first_frame(const struct profile *p, const struct profile_row
 
 /* Whether a row has samples and passes the zone filter. */
 bool profile_row__kept(const struct profile_row *r, const struct render_opts *o);
+/* The next row from *i on that o keeps, *i moved past it; NULL after the last:
+ *	for (size_t i = 0; (r = profile__next_kept(p, o, &i));) */
+const struct profile_row *profile__next_kept(const struct profile *p, const struct render_opts *o,
+					     size_t *i);
 
 /* The text a row renders to in collapsed stacks, before its count: its
  * thread and zone frames as asked, and its stack cut at the root. malloc'ed;

@@ -263,26 +263,40 @@ __u64 sampler__period_ns(const struct sampler *s)
 	return s->period_ns;
 }
 
-/* The userspace buffers, sized by --depth and --max-stacks. */
+#define ALIGN16(n)	(((n) + 15) & ~(size_t)15)
+
+/* The userspace buffers, sized by --depth and --max-stacks, in two blocks:
+ * one stack's (frames, info, mapped, mkey; s->frames owns it) and the
+ * tables by slot (slot_row, known, slot_map; s->slot_row owns it), whose
+ * zeroed pages stay untouched until used. */
 static int alloc_buffers(struct sampler *s, const struct sampler_opts *o)
 {
 	size_t per_stack = o->depth + 1 + NUPP_MAX_DEPTH;	/* frames, mapped ones included */
+	size_t info = ALIGN16(per_stack * sizeof(*s->info));
+	size_t mapped = ALIGN16(per_stack * sizeof(*s->mapped));
+	size_t frames;
+	char *stack, *slots;
 
 	/* Stacks hold exactly --depth frames and the caller of the outermost. */
 	s->frames_size = (o->depth + 1) * sizeof(struct nupp_frame);
-	s->frames = calloc(1, s->frames_size);
-	s->info = calloc(per_stack, sizeof(*s->info));
-	s->mapped = calloc(per_stack, sizeof(*s->mapped));
-	s->mkey = calloc(1, sizeof(*s->mkey) + per_stack * sizeof(*s->mapped));
+	frames = ALIGN16(s->frames_size);
 	/* Twice the slots asked for, so that probing stays short. */
 	for (s->table_len = 16; s->table_len < 2 * (size_t)o->max_stacks; s->table_len *= 2)
 		;
-	s->slot_row = calloc(s->table_len, sizeof(*s->slot_row));
-	s->known = malloc(s->table_len * sizeof(*s->known));
-	s->slot_map = calloc(s->table_len, sizeof(*s->slot_map));
-	if (!s->frames || !s->info || !s->mapped || !s->mkey || !s->slot_row || !s->known ||
-	    !s->slot_map)
+	stack = calloc(1, frames + info + mapped + sizeof(*s->mkey) + mapped);
+	slots = calloc(s->table_len, sizeof(*s->slot_row) + sizeof(*s->known) + sizeof(*s->slot_map));
+	if (!stack || !slots) {
+		free(stack);
+		free(slots);
 		return -1;
+	}
+	s->frames = (struct nupp_frame *)stack;
+	s->info = (struct sym_frame *)(stack + frames);
+	s->mapped = (struct nupp_frame *)(stack + frames + info);
+	s->mkey = (struct mapped_key *)(stack + frames + info + mapped);
+	s->slot_row = (long *)slots;
+	s->known = (__u32 *)(s->slot_row + s->table_len);
+	s->slot_map = (__u8 *)(s->known + s->table_len);
 	return 0;
 }
 
@@ -422,14 +436,9 @@ void sampler__close(struct sampler *s)
 		munmap(s->procs, procs_bytes());
 	keymap__free(&s->seen);
 	keymap__free(&s->rendered);
-	free(s->mkey);
 	profile__free(&s->rows);
-	free(s->frames);
-	free(s->info);
-	free(s->mapped);
-	free(s->slot_map);
-	free(s->slot_row);
-	free(s->known);
+	free(s->frames);	/* with info, mapped and mkey */
+	free(s->slot_row);	/* with known and slot_map */
 	free(s);
 }
 

@@ -55,12 +55,13 @@ static int row_cmp(const void *a, const void *b, void *by_thread)
 /* The kept rows, sorted: one run per profile. */
 static int sort_rows(struct writer *w)
 {
+	const struct profile_row *r;
+
 	w->rows = calloc(w->p->nrows + 1, sizeof(*w->rows));
 	if (!w->rows)
 		return -1;
-	for (size_t i = 0; i < w->p->nrows; i++)
-		if (profile_row__kept(&w->p->rows[i], w->o))
-			w->rows[w->nrows++] = &w->p->rows[i];
+	for (size_t i = 0; (r = profile__next_kept(w->p, w->o, &i));)
+		w->rows[w->nrows++] = r;
 	qsort_r(w->rows, w->nrows, sizeof(*w->rows), row_cmp, (void *)&w->o->threads);
 	return 0;
 }

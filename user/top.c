@@ -164,15 +164,13 @@ static int count_row(struct top *t, const struct profile *p, const struct profil
 /* The functions and VM states of p's interval. */
 static int count_functions(struct top *t, const struct profile *p)
 {
+	const struct profile_row *r;
+
 	for (size_t i = 0; i < t->nfns; i++)
 		t->fns[i].self_now = t->fns[i].total_now = 0;
 	memset(t->state, 0, sizeof(t->state));
 	t->samples_now = 0;
-	for (size_t i = 0; i < p->nrows; i++) {
-		const struct profile_row *r = &p->rows[i];
-
-		if (!profile_row__kept(r, t->o.render))
-			continue;
+	for (size_t i = 0; (r = profile__next_kept(p, t->o.render, &i));) {
 		for (int s = 0; s < NUPP_ST_MAX; s++)
 			t->state[s] += r->state[s];
 		t->samples_now += profile_row__count(r);

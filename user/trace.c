@@ -62,11 +62,6 @@ struct tracer {
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static char *xstrdup(const char *s)
-{
-	return strdup(s ? s : "");
-}
-
 static int appendf(char *buf, size_t sz, size_t *len, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
@@ -88,11 +83,37 @@ static int appendf(char *buf, size_t sz, size_t *len, const char *fmt, ...)
 
 /* ---- aggregation ----------------------------------------------------------- */
 
-static struct tr_site *site_get(struct tracer *tr, const char *severity, const char *reason,
+/* A site's five strings, copied into one block that s->reason owns: copied
+ * as one, freed as one. All NULL when there is no memory for it. */
+static int site_strings(struct trace_site *s, const char *reason, const char *reason_id,
+			const char *raw_reason, const char *location, const char *zone_path)
+{
+	const char *from[] = { reason, reason_id, raw_reason, location, zone_path };
+	char **to[] = { &s->reason, &s->reason_id, &s->raw_reason, &s->location, &s->zone_path };
+	size_t len[5], total = 0;
+	char *block;
+
+	for (int i = 0; i < 5; i++)
+		total += (len[i] = (from[i] ? strlen(from[i]) : 0) + 1);
+	block = malloc(total);
+	for (int i = 0; i < 5; i++) {
+		*to[i] = block ? memcpy(block, from[i] ? from[i] : "", len[i]) : NULL;
+		block = block ? block + len[i] : NULL;
+	}
+	return s->reason ? 0 : -ENOMEM;
+}
+
+static void site_free(struct trace_site *s)
+{
+	free(s->reason);	/* with the other strings */
+}
+
+/* The site of an abort of reason r at location in zone, found or added. */
+static struct tr_site *site_get(struct tracer *tr, const char *severity, const struct abort_reason *r,
 				const char *location, const char *zone)
 {
 	__u64 h = FNV1A64_INIT;
-	const char *key[] = { severity, reason, location, zone };
+	const char *key[] = { severity, r->reason, location, zone };
 
 	for (int i = 0; i < 4; i++)	/* each with its NUL: a field separator */
 		h = fnv1a64(h, key[i], strlen(key[i]) + 1);
@@ -100,7 +121,7 @@ static struct tr_site *site_get(struct tracer *tr, const char *severity, const c
 
 	for (size_t i = 0; i < tr->nsites; i++) {
 		s = &tr->sites[i];
-		if (s->hash == h && !strcmp(s->s.severity, severity) && !strcmp(s->s.reason, reason) &&
+		if (s->hash == h && !strcmp(s->s.severity, severity) && !strcmp(s->s.reason, r->reason) &&
 		    !strcmp(s->s.location, location) && !strcmp(s->s.zone_path, zone))
 			return s;
 	}
@@ -110,13 +131,9 @@ static struct tr_site *site_get(struct tracer *tr, const char *severity, const c
 	memset(s, 0, sizeof(*s));
 	s->hash = h;
 	s->s.severity = severity;
-	s->s.reason = xstrdup(reason);
-	s->s.location = xstrdup(location);
-	s->s.zone_path = xstrdup(zone);
-	if (!s->s.reason || !s->s.location || !s->s.zone_path) {
-		free(s->s.reason), free(s->s.location), free(s->s.zone_path);
+	s->s.reason_class = r->cls;
+	if (site_strings(&s->s, r->reason, r->id, r->raw, location, zone))
 		return NULL;
-	}
 	tr->nsites++;
 	return s;
 }
@@ -155,16 +172,9 @@ static int handle_event(void *ctx, void *data, size_t size)
 		return 0;
 	abort_site__location(&tg->src, e, loc, sizeof(loc));
 	abort_site__zone_path(&tg->src, e->zone, zone, sizeof(zone));
-	s = site_get(tr, severity, r.reason, loc, zone);
+	s = site_get(tr, severity, &r, loc, zone);
 	if (!s)
 		return -ENOMEM;
-	if (!s->s.count) {
-		s->s.reason_id = xstrdup(r.id);
-		s->s.reason_class = r.cls;
-		s->s.raw_reason = xstrdup(r.raw);
-		if (!s->s.reason_id || !s->s.raw_reason)
-			return -ENOMEM;
-	}
 	s->s.count++;
 	tr->total++;
 	tr->blacklisted += bl;
@@ -550,27 +560,13 @@ int tracer__report(struct tracer *tr, struct trace_report *out)
 		struct trace_site *d = &out->sites[out->nsites++];
 
 		*d = *s;
-		d->reason = xstrdup(s->reason);
-		d->reason_id = xstrdup(s->reason_id);
-		d->raw_reason = xstrdup(s->raw_reason);
-		d->location = xstrdup(s->location);
-		d->zone_path = xstrdup(s->zone_path);
-		if (!d->reason || !d->reason_id || !d->raw_reason || !d->location || !d->zone_path) {
+		if (site_strings(d, s->reason, s->reason_id, s->raw_reason, s->location, s->zone_path)) {
 			trace_report__free(out);
 			return -ENOMEM;
 		}
 	}
 	qsort(out->sites, out->nsites, sizeof(*out->sites), cmp_site);
 	return 0;
-}
-
-static void site_free(struct trace_site *s)
-{
-	free(s->reason);
-	free(s->reason_id);
-	free(s->raw_reason);
-	free(s->location);
-	free(s->zone_path);
 }
 
 void trace_report__free(struct trace_report *r)

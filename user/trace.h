@@ -43,7 +43,8 @@ struct trace_profile {
 struct trace_site {
 	const char *severity;		/* "blacklist", "warn" or "info" */
 	unsigned long long count;
-	char *reason;			/* traceerr text, opcode/IR names substituted */
+	char *reason;			/* traceerr text, opcode/IR names substituted; it
+					 * owns the block of the four strings below too */
 	char *reason_id;		/* catalog id, ".NAME" appended for NYI details */
 	const char *reason_class;	/* "blocker", "risk" or "stop" */
 	char *raw_reason;		/* the VM's text as jit.v prints it */

@@ -54,7 +54,7 @@ struct tm_trace {
 	__u32 szmcode, nsnap, nsnapmap, nk, nins, traceno;
 	__u64 checked;			/* tracemap.poll when last checked */
 	__u8 *snaps;			/* the SnapShot array, nsnap * sn_size bytes */
-	struct tm_chain *chains;	/* by snapshot */
+	struct tm_chain *chains;	/* by snapshot (both after the struct, in its block) */
 	__u64 *protos;			/* prototypes its KGC constants name, read once */
 	int nprotos, protos_read;
 	__u8 *kbuf;			/* its IR constants, read at most once a poll */
@@ -117,10 +117,8 @@ static void trace_free(struct tm_trace *tr)
 {
 	if (!tr)
 		return;
-	for (__u32 i = 0; tr->chains && i < tr->nsnap; i++)
+	for (__u32 i = 0; i < tr->nsnap; i++)
 		free(tr->chains[i].frames);
-	free(tr->chains);
-	free(tr->snaps);
 	free(tr->protos);
 	free(tr->kbuf);
 	free(tr->memo);
@@ -298,16 +296,15 @@ static struct tm_trace *trace_get(struct tracemap *tm, __u64 g, __u32 n, int *er
 	}
 	if (!now.nsnap || now.nk >= REF_BIAS || now.nins <= REF_BIAS)
 		return NULL;
-	tr = calloc(1, sizeof(*tr));
-	if (!tr || !(tr->snaps = malloc((size_t)now.nsnap * lj->sn_size)) ||
-	    !(tr->chains = calloc(now.nsnap, sizeof(*tr->chains)))) {
-		if (tr)
-			free(tr->snaps);
-		free(tr);
+	/* The trace, then its chains, then its snapshots, in one block. */
+	tr = calloc(1, sizeof(*tr) + (size_t)now.nsnap * (sizeof(*tr->chains) + lj->sn_size));
+	if (!tr) {
 		*err = -ENOMEM;
 		return NULL;
 	}
 	memcpy(tr, &now, offsetof(struct tm_trace, snaps));
+	tr->chains = (struct tm_chain *)(tr + 1);
+	tr->snaps = (__u8 *)(tr->chains + now.nsnap);
 	if (rd(tm, tr->snaps, (size_t)now.nsnap * lj->sn_size, now.snap)) {
 		trace_free(tr);
 		return NULL;

@@ -109,14 +109,12 @@ static void add_rows(struct profile *p, struct input *in)
 /* Each kept row's text: one frame per frame it keeps. */
 static void check_row_texts(const struct profile *p, const struct render_opts *o)
 {
-	for (size_t i = 0; i < p->nrows; i++) {
-		const struct profile_row *r = &p->rows[i];
-		char *text;
+	const struct profile_row *r;
+
+	for (size_t i = 0; (r = profile__next_kept(p, o, &i));) {
+		char *text = profile_row__text(r, o);
 		size_t frames;
 
-		if (!profile_row__kept(r, o))
-			continue;
-		text = profile_row__text(r, o);
 		frames = o->threads + (o->zones && r->zone[0]) +
 			 r->nframes - profile_row__first_frame(p, r, o->root);
 		if (count_char(text, ';') != frames - 1)
