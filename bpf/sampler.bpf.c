@@ -80,10 +80,10 @@ struct {
 /* Slots claimed since userspace last looked, with their stacks' frames
  * (struct nupp_new_slot), so that it need neither scan the table nor look
  * the frames up; new_slots_lost is set when this ring was full. Userspace
- * waits on it (sampler__wait). 512 KiB: ~250 new stacks between two reads. */
+ * waits on it (sampler__wait). 1 MiB: ~330 new stacks between two reads. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 512 * 1024);
+	__uint(max_entries, 1024 * 1024);
 } new_slots SEC(".maps");
 __u32 new_slots_lost;
 
@@ -236,10 +236,69 @@ static __always_inline __u32 first_slot(const struct nupp_stack_key *key)
 	return (__u32)key->stack ^ key->tid * 0x9e3779b1u;
 }
 
-/* Tell userspace of slot k, just claimed for sc->key, with its frames. A
- * wakeup only when userspace had read the ring empty (the ring's default):
- * it names a new stack while its code, and its process, still exist. */
-static __always_inline void announce_slot(__u32 k, struct sampler_scratch *sc)
+/* Copy len bytes of the target at addr into c; false when they cannot be read. */
+static __always_inline bool capture(struct nupp_capture *c, __u64 addr, __u32 len)
+{
+	c->addr = 0;
+	if (!len || len > NUPP_CAPTURE_MAX)
+		return false;
+	/* The test above may reach the verifier on a copy of len: a mask it
+	 * sees, kept within the record (the test still decides). */
+	barrier_var(len);
+	len &= 2 * NUPP_CAPTURE_MAX - 1;
+	if (bpf_probe_read_user(c->bytes, len, (const void *)addr))
+		return false;
+	c->addr = addr;
+	c->len = len;
+	return true;
+}
+
+/* Fill e->captured (struct nupp_capture): the protos of the innermost Lua
+ * frames of sc->walk.frames (n of them), then their chunk names, with at
+ * least what user/symbolize.c's str_read() reads first of a string. */
+static __always_inline void capture_names(struct nupp_new_slot *e, const struct nupp_proc *p,
+					  const struct sampler_scratch *sc, __u32 n)
+{
+	const struct lj_layout *lj = &p->lj;
+	__u64 chunks[NUPP_CAPTURE_PROTOS] = {};
+	__u32 nprotos = 0, nchunks = 0;
+
+	for (__u32 i = 0; i < NUPP_CAPTURES; i++)
+		e->captured[i].addr = 0;
+	for (__u32 i = 0; i < NUPP_CAPTURE_FRAMES && i < n && nprotos < NUPP_CAPTURE_PROTOS; i++) {
+		__u64 fn = sc->walk.frames[i].fn;
+
+		if (NUPP_FN_KIND(fn) == NUPP_FN_LUA &&
+		    capture(&e->captured[nprotos], NUPP_FN_VALUE(fn), lj->pt_size))
+			nprotos++;
+	}
+	for (__u32 i = 0; i < NUPP_CAPTURE_PROTOS && i < nprotos; i++) {
+		__u64 chunk = lj_u64_at(e->captured[i].bytes, lj->pt_chunkname, NUPP_CAPTURE_MAX);
+		__u32 got = 4096 - (__u32)(chunk & 4095);	/* to the end of its page */
+		bool again = !chunk;
+
+		for (__u32 j = 0; j < NUPP_CAPTURE_PROTOS && j < nchunks; j++)
+			again |= chunks[j] == chunk;
+		if (again)
+			continue;
+		if (got > NUPP_CAPTURE_MAX)
+			got = NUPP_CAPTURE_MAX;
+		if (got < lj->str_size)
+			got = lj->str_size;			/* a header across two pages */
+		/* Past the end of its page when the next one is mapped: a
+		 * name may go on there. */
+		if (capture(&e->captured[NUPP_CAPTURE_PROTOS + nchunks], chunk, NUPP_CAPTURE_MAX) ||
+		    capture(&e->captured[NUPP_CAPTURE_PROTOS + nchunks], chunk, got))
+			chunks[nchunks++] = chunk;
+	}
+}
+
+/* Tell userspace of slot k, just claimed for sc->key, with its frames and
+ * the memory that names them. A wakeup only when userspace had read the
+ * ring empty (the ring's default): it names a new stack while its code, and
+ * its process, still exist. */
+static __always_inline void announce_slot(__u32 k, const struct nupp_proc *p,
+					  struct sampler_scratch *sc)
 {
 	struct nupp_new_slot *e = bpf_ringbuf_reserve(&new_slots, sizeof(*e), 0);
 	__u32 n = sc->key.depth;
@@ -252,6 +311,8 @@ static __always_inline void announce_slot(__u32 k, struct sampler_scratch *sc)
 		n = NUPP_MAX_DEPTH;
 	e->slot = k;
 	e->nframes = n;
+	e->gc_epoch = p->gc_epoch;
+	capture_names(e, p, sc, n);
 	if (n && bpf_probe_read_kernel(e->frames, n * sizeof(struct nupp_frame), sc->walk.frames))
 		e->nframes = 0;		/* userspace looks them up */
 	bpf_ringbuf_submit(e, 0);
@@ -280,7 +341,7 @@ static __always_inline int count_stack(const struct nupp_proc *p, struct sampler
 			s->key = sc->key;
 			s->state[state_index(sc)] = 1;
 			__sync_lock_test_and_set(&s->ready, 1);	/* after the key */
-			announce_slot(k, sc);
+			announce_slot(k, p, sc);
 			return 0;
 		}
 		have = (const __u64 *)&s->key;

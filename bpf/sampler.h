@@ -106,12 +106,35 @@ struct nupp_stack_key {
 	__u64 stack;		/* hash of the frames, never 0: key of the stacks map */
 };
 
+/* Target memory a new slot's record carries: what naming its stack reads
+ * first, copied at its first sample. The headers of the GCprotos of its
+ * innermost Lua frames (NUPP_CAPTURE_PROTOS of them at most), then their
+ * chunk names, each once, as the symbolizer reads a string (header and
+ * bytes to the end of its page, NUPP_CAPTURE_MAX at most). Userspace reads
+ * these bytes instead of the process: no read waits on the target's
+ * mmap_lock, and a function freed, or a process gone, before the next wake
+ * is still named. */
+#define NUPP_CAPTURE_PROTOS	3
+#define NUPP_CAPTURES		(2 * NUPP_CAPTURE_PROTOS)
+#define NUPP_CAPTURE_MAX	256
+#define NUPP_CAPTURE_FRAMES	8	/* innermost frames looked at for Lua ones */
+
+struct nupp_capture {
+	__u64 addr;		/* target address of bytes; 0: none */
+	__u32 len;
+	__u32 pad;
+	__u8 bytes[NUPP_CAPTURE_MAX];
+};
+
 /* A record of the new_slots ring: a slot just claimed, and its stack's
  * frames (key.depth of them), so that userspace names the stack without
  * asking the stacks map. */
 struct nupp_new_slot {
 	__u32 slot;		/* index in the counts table */
 	__u32 nframes;		/* frames below: the key's depth */
+	__u64 gc_epoch;		/* nupp_proc.gc_epoch at the sample: the names
+				 * userspace knew then still hold for it */
+	struct nupp_capture captured[NUPP_CAPTURES];
 	struct nupp_frame frames[NUPP_MAX_DEPTH];
 };
 

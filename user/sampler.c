@@ -44,6 +44,8 @@ struct target {
 	struct nupp_proc proc;		/* as configured in the procs map */
 	struct bpf_link *gc_probe;	/* retires the walk caches; NULL: no caches */
 	struct bpf_link *vm_probe;	/* names a new VM to the sampler; NULL: none */
+	const struct nupp_new_slot *naming;	/* the ring record of the stack being
+						 * named: its captured memory first */
 	__u64 seen_epoch;		/* the GC epoch the symbolizer's caches hold for */
 	double seen_at;			/* when it was read (CLOCK_MONOTONIC, s) */
 	double caches_retry_at;		/* caches off for GC cycles too often: when to try again, */
@@ -404,6 +406,26 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 	return s;
 }
 
+/* A target's memory as its symbolizer reads it: from what the ring record
+ * of the stack being named captured (struct nupp_capture) when that holds
+ * all of it, else from the process. */
+static int target_mem_read(void *ctx, void *dst, size_t n, __u64 addr)
+{
+	const struct target *tg = ctx;
+
+	for (int i = 0; tg->naming && i < NUPP_CAPTURES; i++) {
+		const struct nupp_capture *c = &tg->naming->captured[i];
+		__u64 at = addr - c->addr;
+
+		if (c->addr && addr >= c->addr && c->len <= NUPP_CAPTURE_MAX && at <= c->len &&
+		    n <= c->len - at) {
+			memcpy(dst, c->bytes + at, n);
+			return 0;
+		}
+	}
+	return procmem__read(tg->pid, dst, n, addr);
+}
+
 static void free_target(struct target *tg)
 {
 	bpf_link__destroy(tg->vm_probe);
@@ -726,7 +748,7 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 		.zone_cur = z ? zones__current_addr(z) : 0,
 	};
 	tg->zones = z;
-	tg->sym = symbolizer__new(lj_target__build(t), procmem__reader(&tg->pid));
+	tg->sym = symbolizer__new(lj_target__build(t), (struct mem_reader){ target_mem_read, tg });
 	tg->code = codemap__new(t->pid);
 	tg->cnames = tg->code ? cfunc_names__new(t->pid, tg->code) : NULL;
 	if (!tg->sym || !tg->code || !tg->cnames) {
@@ -904,12 +926,27 @@ static int key_frames(struct sampler *s, const struct nupp_stack_key *k,
 				    s->frames, s->frames_size, 0);
 }
 
+static void forget_freed_code(struct sampler *s, struct target *tg, __u64 epoch);
+
+/* Whether tg's memory can still be read: a process on its way out loses it
+ * (exit_mm) before it turns into a zombie. */
+static bool target_readable(const struct target *tg)
+{
+	__u8 byte;
+
+	return procmem__alive(tg->pid) && !procmem__read(tg->pid, &byte, 1, tg->t->vm_lo);
+}
+
+/* An epoch that many ahead of the one seen is of the same run of the walk
+ * caches: each run starts at a random epoch (enable_walk_caches). */
+#define EPOCH_AHEAD_MAX		(1ULL << 32)
+
 /* Render one kernel key into a row, once. A stack with frames that could not
  * be read because the target is gone is counted as unsymbolized instead (row
  * -2). On trace, the frames inlined into the trace come first (*mapped:
  * enum tracemap_result). The row, or -1 when out of memory. */
 static long symbolize_key(struct sampler *s, const struct nupp_stack_key *k,
-			  const struct nupp_frame *frames, __u32 nframes, int *mapped)
+			  const struct nupp_new_slot *e, int *mapped)
 {
 	struct target *tg = target_of(s, k->pid);
 	struct strbuf stack = {};
@@ -917,7 +954,7 @@ static long symbolize_key(struct sampler *s, const struct nupp_stack_key *k,
 	long row = -2;
 
 	*mapped = TRACEMAP_NONE;
-	if (tg && !key_frames(s, k, frames, nframes)) {
+	if (tg && !key_frames(s, k, e ? e->frames : NULL, e ? e->nframes : 0)) {
 		/* On trace: the frames inlined into it, from its snapshots. */
 		*mapped = tracemap__expand(tg->tm, k->g, s->frames, k->depth, s->mapped,
 					   k->depth + NUPP_MAX_DEPTH, &depth);
@@ -939,14 +976,19 @@ static long symbolize_key(struct sampler *s, const struct nupp_stack_key *k,
 			row = -2;
 		}
 		/* Until the GC epoch moves, no code was freed since the caches
-		 * were last flushed: a cached prototype holds without a read. */
+		 * were last flushed: a cached prototype holds without a read.
+		 * A stack the ring announced is named at its sample's epoch. */
+		if (e && tg->proc.gc_epoch && e->gc_epoch - tg->seen_epoch - 1 < EPOCH_AHEAD_MAX)
+			forget_freed_code(s, tg, e->gc_epoch);
 		symbolizer__trust(tg->sym, tg->proc.gc_epoch &&
-				  __atomic_load_n(&s->procs[tg->slot].gc_epoch, __ATOMIC_RELAXED) ==
-				  tg->seen_epoch);
+				  (e ? e->gc_epoch : __atomic_load_n(&s->procs[tg->slot].gc_epoch,
+								      __ATOMIC_RELAXED)) == tg->seen_epoch);
+		tg->naming = e;
 		unknown = symbolizer__stack_info(tg->sym, s->mapped, depth, shown, &stack, s->info);
+		tg->naming = NULL;
 		if (unknown == -ENOMEM)
 			return -1;
-		if (!unknown || procmem__alive(tg->pid))
+		if (!unknown || target_readable(tg))
 			row = add_row(s, tg, k, &stack, shown);
 		if (row == -1)
 			return -1;
@@ -963,10 +1005,10 @@ seen:
 	return keymap__put(&s->seen, k, sizeof(*k), KEY_VALUE(row, *mapped)) ? -1 : row;
 }
 
-/* Slot idx of the counts table holds a key: give it its row. The frames of
- * its stack come along when the ring announced it (else NULL). */
-static int see_slot(struct sampler *s, __u32 idx, const struct nupp_frame *frames,
-		    __u32 nframes)
+/* Slot idx of the counts table holds a key: give it its row. The ring's
+ * record of it, with its stack's frames and what names them, when the ring
+ * announced it (else NULL). */
+static int see_slot(struct sampler *s, __u32 idx, const struct nupp_new_slot *e)
 {
 	const struct nupp_stack_slot *slot;
 	long row, v;
@@ -979,7 +1021,7 @@ static int see_slot(struct sampler *s, __u32 idx, const struct nupp_frame *frame
 		return 0;
 	v = keymap__get(&s->seen, &slot->key, sizeof(slot->key));
 	if (v == -1) {
-		row = symbolize_key(s, &slot->key, frames, nframes, &mapped);
+		row = symbolize_key(s, &slot->key, e, &mapped);
 	} else {
 		row = KEY_ROW(v);
 		mapped = KEY_MAPPED(v);
@@ -999,7 +1041,7 @@ static int on_new_slot(void *ctx, void *data, size_t size)
 
 	if (size < head || e->nframes > (size - head) / sizeof(e->frames[0]))
 		return 0;
-	return see_slot(ctx, e->slot, e->frames, e->nframes);
+	return see_slot(ctx, e->slot, e);
 }
 
 /* Each GC cycle costs the target a uprobe hit (7-20 us here: the probed
@@ -1035,18 +1077,16 @@ static void retry_walk_caches(struct sampler *s, struct target *tg)
 		fprintf(stderr, "sampler: pid %d walk caches on again\n", tg->pid);
 }
 
-/* A GC cycle of a target swept since its last poll (its GC epoch moved):
- * what the symbolizer cached by the addresses of prototypes may now belong
- * to other code. Stacks recorded before the sweep and first seen after it
- * can still read the new code; polling often keeps that window short. */
-static void forget_freed_code(struct sampler *s, struct target *tg)
+/* A GC cycle of a target swept since the symbolizer's caches were filled
+ * (its GC epoch moved to epoch): what they hold by the addresses of
+ * prototypes may now belong to other code. A stack the ring announced is
+ * named at the epoch of its sample (struct nupp_new_slot), the names known
+ * then; one found otherwise may still read the new code, a window that
+ * frequent polls keep short. */
+static void forget_freed_code(struct sampler *s, struct target *tg, __u64 epoch)
 {
 	double t = monotonic_s();
-	__u64 epoch;
 
-	if (!tg->proc.gc_epoch && tg->caches_backoff && t >= tg->caches_retry_at)
-		retry_walk_caches(s, tg);
-	epoch = __atomic_load_n(&s->procs[tg->slot].gc_epoch, __ATOMIC_RELAXED);
 	if (!tg->proc.gc_epoch || epoch == tg->seen_epoch) {
 		tg->seen_at = t;
 		return;
@@ -1070,20 +1110,30 @@ static void forget_freed_code(struct sampler *s, struct target *tg)
 	keymap__free(&s->rendered);	/* of every target: few are kept */
 }
 
+/* The GC epoch of live target tg now, the walk caches retried first when
+ * they are off and it is time. */
+static __u64 current_epoch(struct sampler *s, struct target *tg)
+{
+	if (!tg->proc.gc_epoch && tg->caches_backoff && monotonic_s() >= tg->caches_retry_at)
+		retry_walk_caches(s, tg);
+	return __atomic_load_n(&s->procs[tg->slot].gc_epoch, __ATOMIC_RELAXED);
+}
+
 int sampler__drain(struct sampler *s)
 {
 	int ret, n;
 
-	for (int i = 0; i < s->ntargets; i++)
-		if (!s->targets[i]->gone)
-			forget_freed_code(s, s->targets[i]);
+	/* The ring first: its stacks are named at their own epochs. */
 	ret = n = ring_buffer__consume(s->new_slots);
 	if (ret < 0)
 		return ret;
+	for (int i = 0; i < s->ntargets; i++)
+		if (!s->targets[i]->gone)
+			forget_freed_code(s, s->targets[i], current_epoch(s, s->targets[i]));
 	/* The ring was full at some point: find the slots it missed. */
 	if (__atomic_exchange_n(&s->skel->bss->new_slots_lost, 0, __ATOMIC_ACQ_REL))
 		for (__u32 idx = 0; idx < s->table_len; idx++)
-			if ((ret = see_slot(s, idx, NULL, 0)))
+			if ((ret = see_slot(s, idx, NULL)))
 				return ret;
 	return n;
 }

@@ -869,7 +869,9 @@ static int site_derive(struct symbolizer *s, const struct lj_proto *pt, __u32 po
 	__u32 ins, slot;
 	int op, mm;
 
-	if (!b->bcmode || !b->mmnames || bc_read(s, pt, pos, &ins))
+	if (!b->bcmode || !b->mmnames)
+		return NAME_NONE;	/* a build without them: no names of call sites */
+	if (bc_read(s, pt, pos, &ins))
 		return -EFAULT;
 	op = ins & 0xff;
 	if (op >= b->nbcnames)
@@ -887,7 +889,9 @@ static int site_derive(struct symbolizer *s, const struct lj_proto *pt, __u32 po
 	return strbuf__puts(out, b->mmnames[mm]) ? -ENOMEM : NAME_FOUND;
 }
 
-/* The cached name at (pe, pos); *name NULL when there is none. */
+/* The cached name at (pe, pos); *name NULL when there is none. 1 when the
+ * memory that names it could not be read (*name NULL too): a frame named
+ * otherwise than LuaJIT names it would be a wrong name, not a missing one. */
 static int site_get(struct symbolizer *s, struct proto_ent *pe, __u32 pos,
 		    const char **name)
 {
@@ -904,7 +908,7 @@ static int site_get(struct symbolizer *s, struct proto_ent *pe, __u32 pos,
 	if (r < 0) {	/* not cached: the memory may be readable later */
 		strbuf__free(&esc);
 		*name = NULL;
-		return r == -ENOMEM ? r : 0;
+		return r == -ENOMEM ? r : 1;
 	}
 	if (!se && (!(se = calloc(1, sizeof(*se))) ||
 		    map_put(&s->sites, pe->pt.addr, pos, se))) {
@@ -952,7 +956,8 @@ static int frame_resolve(struct symbolizer *s, const struct nupp_frame *fr,
 }
 
 /* The name a frame got from its caller, the frame above it (lj_debug_funcname):
- * call is how it was called, caller_pc the caller's pc. *name NULL: none. */
+ * call is how it was called, caller_pc the caller's pc. *name NULL: none;
+ * 1: the caller's memory could not be read (site_get). */
 static int call_name(struct symbolizer *s, __u64 call, const struct frame_info *caller,
 		     __u64 caller_pc, const char **name)
 {
@@ -1033,7 +1038,7 @@ static int frame_render(struct symbolizer *s, const struct nupp_frame *frames, i
 	err = call_name(s, frames[i].pc & NUPP_CALL_MASK, caller,
 			caller ? frames[i + 1].pc : 0, &name);
 	if (err)
-		return err;
+		return err < 0 ? err : put_unknown(s, out);
 	if (!name)
 		err = put_unnamed(s, out, self);
 	else if (self->pe && !self->pe->builtin &&

@@ -14,6 +14,7 @@ construction. Statistical bounds are stated where a value is sampled:
 import os
 import re
 import resource
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -749,6 +750,42 @@ def test_target_gone_is_counted(nupp):
     assert fin >= 0.05, f"finale() has {100 * fin:.1f} % of the samples (ran ~9 %):\n" \
                         f"{run.output.read_text()}"
     assert work + fin >= 0.97
+
+
+def test_names_outlive_the_process(nupp, target, tmp_path):
+    """A new stack is named from the memory the BPF program captured at its
+    first sample (its functions' prototypes and chunk name), not from a
+    process that may be gone. genfinale.lua warms up, then runs 40 functions
+    generated with loadstring for 20 ms each and exits; nupp-bpf is stopped
+    (SIGSTOP) from before the first of them until after the process is gone,
+    so it names all 40 after. Each must be there under its own chunk name
+    (before the capture, every sample of the 40 was lost as "target gone
+    before symbolization"); only the program's last statements, call sites
+    first met when it is gone (print), may be lost so: 5 samples at most."""
+    flag = tmp_path / "go"
+    t = target(STOCK_LUAJIT, workload("genfinale.lua"), flag, 40, 20, ready="ready")
+    p, out = nupp.start(["record", "-F", 997, "-p", t.pid])
+    err = []
+    for line in p.stderr:
+        err.append(line)
+        if line.startswith("nupp-bpf: recording PID"):
+            break
+    time.sleep(0.5)			# the warm-up's stacks named: run() and the main chunk known
+    os.kill(p.pid, signal.SIGSTOP)
+    try:
+        flag.touch()
+        code, stdout, _ = t.wait()
+    finally:
+        os.kill(p.pid, signal.SIGCONT)
+    run = nupp.finish(p, out)
+    run.stderr = "".join(err) + run.stderr
+    assert code == 0 and stdout == "true\n", (code, stdout)
+    assert run.returncode == 0, run
+    named = {m[1] for st, _ in run.rows for m in [re.search(r";f_(\d+)\.lua:[^;]*$", st)] if m}
+    assert named == {str(i) for i in range(1, 41)}, \
+        f"functions named: {sorted(named, key=int)}\n{run.output.read_text()}{run.stderr}"
+    assert run.summary.reasons.get("target gone before symbolization", 0) <= 5, run.stderr
+    assert all("[unknown]" not in frames(st) for st, _ in run.rows), run.output.read_text()
 
 
 # --- sampling rate and clocks -----------------------------------------------------------
