@@ -39,7 +39,7 @@
 
 #define TICK_MS		10	/* trace events are drained this often */
 #define POLL_TICKS	10	/* poll the targets every 100 ms */
-#define WAKE_GAP_MAX_MS	8	/* the longest pause after a wake (wait_tick) */
+#define WAKE_GAP_MAX_MS	64	/* the longest pause after a wake (wait_tick) */
 #define STREAM_S	1.0	/* new stacks in every wait this long: a stream */
 
 static volatile sig_atomic_t stop_signal;
@@ -583,17 +583,21 @@ static bool scan_awaited_vms(struct run *r)
 }
 
 /* Wait a tick (TICK_MS), a millisecond at a time while a target's VM is
- * awaited. A new stack wakes the wait and is named at once: the last
- * moments of a short program, or code soon freed, are gone by the next
- * tick (tests/corpus/). After a wake, the next wait comes a millisecond
- * later; once every wait has met new stacks for STREAM_S, twice as late
- * after each wake, up to WAKE_GAP_MAX_MS: a stream of new stacks (a large
- * program, hundreds a second) costs at most 125 wakes a second, while a
- * short program (the corpus's run 0.1-0.6 s) keeps the 1-ms gap to its
- * end; the first wait that times out brings the gap back to 1 ms
- * (docs/benchmarks.md, bench-large). The
- * trace probe submits without wakeups: its events are taken in after each
- * wait. */
+ * awaited. A new stack wakes the wait and is named at once: what names it
+ * comes with it (struct nupp_capture) but for call sites not met before,
+ * which the process must still hold (tests/corpus/: the last moments of a
+ * short program). After a wake, the next wait comes a millisecond later;
+ * once every wait has met new stacks for STREAM_S, twice as late after
+ * each wake, up to WAKE_GAP_MAX_MS: a stream of new stacks (a large
+ * program, hundreds a second) costs about 16 wakes a second (each wake and
+ * sleep a context switch, dear on a VM), while a short program (the
+ * corpus's run 0.1-0.6 s) keeps the 1-ms gap to its end; the first wait
+ * at least as long as the gap that times out brings it back to 1 ms
+ * (docs/benchmarks.md,
+ * bench-large). 64 ms of new stacks fit the ring (~330 records) below
+ * ~5,000 new stacks a second; past that its overflow is found by a scan
+ * of the table. The trace probe submits without wakeups: its events are
+ * taken in after each wait. */
 static void wait_tick(struct run *r)
 {
 	double end = monotonic_s() + TICK_MS / 1e3;
@@ -611,7 +615,9 @@ static void wait_tick(struct run *r)
 				r->wake_gap_ms = gap * 2 < WAKE_GAP_MAX_MS ? gap * 2 : WAKE_GAP_MAX_MS;
 		} else if (!r->sampler) {
 			usleep(step * 1000);
-		} else {
+		} else if (step >= r->wake_gap_ms) {
+			/* A wait as long as the gap met nothing (a tick's last
+			 * few ms may well meet nothing in the thick of a stream). */
 			r->wake_gap_ms = 1;
 			r->stream_since = 0;
 		}
