@@ -955,6 +955,9 @@ static long symbolize_key(struct sampler *s, const struct nupp_stack_key *k,
 
 	*mapped = TRACEMAP_NONE;
 	if (tg && !key_frames(s, k, e ? e->frames : NULL, e ? e->nframes : 0)) {
+		/* A stack the ring announced is named at its sample's epoch. */
+		if (e && tg->proc.gc_epoch && e->gc_epoch - tg->seen_epoch - 1 < EPOCH_AHEAD_MAX)
+			forget_freed_code(s, tg, e->gc_epoch);
 		/* On trace: the frames inlined into it, from its snapshots. */
 		*mapped = tracemap__expand(tg->tm, k->g, s->frames, k->depth, s->mapped,
 					   k->depth + NUPP_MAX_DEPTH, &depth);
@@ -976,10 +979,7 @@ static long symbolize_key(struct sampler *s, const struct nupp_stack_key *k,
 			row = -2;
 		}
 		/* Until the GC epoch moves, no code was freed since the caches
-		 * were last flushed: a cached prototype holds without a read.
-		 * A stack the ring announced is named at its sample's epoch. */
-		if (e && tg->proc.gc_epoch && e->gc_epoch - tg->seen_epoch - 1 < EPOCH_AHEAD_MAX)
-			forget_freed_code(s, tg, e->gc_epoch);
+		 * were last flushed: a cached prototype holds without a read. */
 		symbolizer__trust(tg->sym, tg->proc.gc_epoch &&
 				  (e ? e->gc_epoch : __atomic_load_n(&s->procs[tg->slot].gc_epoch,
 								      __ATOMIC_RELAXED)) == tg->seen_epoch);
