@@ -123,6 +123,7 @@ struct sampler_scratch {
 	__s32 first_err;		/* and its enum nupp_err + 1 */
 	__u64 below_link;		/* walk_from(): not 0, the link of the leaf, returning */
 	__u64 leaf_link;		/* walk_elsewhere(): the link slot at rdx */
+	struct nupp_capture captured[NUPP_CAPTURES];	/* capture_names(), for a new slot */
 	__u8 ggblk[NUPP_GG_BLK + 8];	/* main lua_State and global_State fields */
 	__u8 Lblk[NUPP_BLK + 8];	/* a coroutine's lua_State fields */
 	struct lj_walk_mem walk;	/* the walk's state, buffers and caches (lj_walk.h) */
@@ -236,50 +237,57 @@ static __always_inline __u32 first_slot(const struct nupp_stack_key *key)
 	return (__u32)key->stack ^ key->tid * 0x9e3779b1u;
 }
 
-/* Copy len bytes of the target at addr into c; false when they cannot be read. */
+/* Copy len bytes of the target at addr into c; false when they cannot be
+ * read. c->addr is set first, so that nothing else need live across the
+ * read (the caller's stack stays small, see walk_steps()). */
 static __always_inline bool capture(struct nupp_capture *c, __u64 addr, __u32 len)
 {
 	c->addr = 0;
 	if (!len || len > NUPP_CAPTURE_MAX)
 		return false;
 	/* The test above may reach the verifier on a copy of len: a mask it
-	 * sees, kept within the record (the test still decides). */
+	 * sees, kept within the scratch (the test still decides). */
 	barrier_var(len);
 	len &= 2 * NUPP_CAPTURE_MAX - 1;
-	if (bpf_probe_read_user(c->bytes, len, (const void *)addr))
-		return false;
 	c->addr = addr;
 	c->len = len;
-	return true;
+	if (bpf_probe_read_user(c->bytes, len, (const void *)addr))
+		c->addr = 0;
+	return c->addr != 0;
 }
 
-/* Fill e->captured (struct nupp_capture): the protos of the innermost Lua
- * frames of sc->walk.frames (n of them), then their chunk names, with at
- * least what user/symbolize.c's str_read() reads first of a string. */
-static __always_inline void capture_names(struct nupp_new_slot *e, const struct nupp_proc *p,
-					  const struct sampler_scratch *sc, __u32 n)
+/* Fill sc->captured (struct nupp_capture) for the stack just walked: the
+ * protos of its innermost Lua frames, then their chunk names, each once,
+ * with at least what user/symbolize.c's str_read() reads first of a string.
+ * A function of its own: the kernel gives each its own stack, and the
+ * sampler's must stay under the private-stack size (walk_steps()). */
+__noinline int capture_names(const struct lj_layout *lj, struct sampler_scratch *sc)
 {
-	const struct lj_layout *lj = &p->lj;
-	__u64 chunks[NUPP_CAPTURE_PROTOS] = {};
 	__u32 nprotos = 0, nchunks = 0;
 
+	if (!lj || !sc)
+		return 0;
 	for (__u32 i = 0; i < NUPP_CAPTURES; i++)
-		e->captured[i].addr = 0;
-	for (__u32 i = 0; i < NUPP_CAPTURE_FRAMES && i < n && nprotos < NUPP_CAPTURE_PROTOS; i++) {
+		sc->captured[i].addr = 0;
+	for (__u32 i = 0; i < NUPP_CAPTURE_FRAMES && i < sc->key.depth; i++) {
 		__u64 fn = sc->walk.frames[i].fn;
 
+		if (nprotos >= NUPP_CAPTURE_PROTOS)
+			break;
 		if (NUPP_FN_KIND(fn) == NUPP_FN_LUA &&
-		    capture(&e->captured[nprotos], NUPP_FN_VALUE(fn), lj->pt_size))
+		    capture(&sc->captured[nprotos], NUPP_FN_VALUE(fn), lj->pt_size))
 			nprotos++;
 	}
-	for (__u32 i = 0; i < NUPP_CAPTURE_PROTOS && i < nprotos; i++) {
-		__u64 chunk = lj_u64_at(e->captured[i].bytes, lj->pt_chunkname, NUPP_CAPTURE_MAX);
+	for (__u32 i = 0; i < NUPP_CAPTURE_PROTOS; i++) {
+		__u64 chunk = sc->captured[i].addr ?
+			      lj_u64_at(sc->captured[i].bytes, lj->pt_chunkname, NUPP_CAPTURE_MAX) : 0;
 		__u32 got = 4096 - (__u32)(chunk & 4095);	/* to the end of its page */
-		bool again = !chunk;
+		struct nupp_capture *c;
 
-		for (__u32 j = 0; j < NUPP_CAPTURE_PROTOS && j < nchunks; j++)
-			again |= chunks[j] == chunk;
-		if (again)
+		for (__u32 j = 0; j < NUPP_CAPTURE_PROTOS; j++)
+			if (j < nchunks && sc->captured[NUPP_CAPTURE_PROTOS + j].addr == chunk)
+				chunk = 0;	/* that name is there already */
+		if (!chunk || nchunks >= NUPP_CAPTURE_PROTOS)
 			continue;
 		if (got > NUPP_CAPTURE_MAX)
 			got = NUPP_CAPTURE_MAX;
@@ -287,10 +295,11 @@ static __always_inline void capture_names(struct nupp_new_slot *e, const struct 
 			got = lj->str_size;			/* a header across two pages */
 		/* Past the end of its page when the next one is mapped: a
 		 * name may go on there. */
-		if (capture(&e->captured[NUPP_CAPTURE_PROTOS + nchunks], chunk, NUPP_CAPTURE_MAX) ||
-		    capture(&e->captured[NUPP_CAPTURE_PROTOS + nchunks], chunk, got))
-			chunks[nchunks++] = chunk;
+		c = &sc->captured[NUPP_CAPTURE_PROTOS + nchunks];
+		if (capture(c, chunk, NUPP_CAPTURE_MAX) || capture(c, chunk, got))
+			nchunks++;
 	}
+	return 0;
 }
 
 /* Tell userspace of slot k, just claimed for sc->key, with its frames and
@@ -312,7 +321,8 @@ static __always_inline void announce_slot(__u32 k, const struct nupp_proc *p,
 	e->slot = k;
 	e->nframes = n;
 	e->gc_epoch = p->gc_epoch;
-	capture_names(e, p, sc, n);
+	capture_names(&p->lj, sc);
+	bpf_probe_read_kernel(e->captured, sizeof(e->captured), sc->captured);	/* zeroed on failure */
 	if (n && bpf_probe_read_kernel(e->frames, n * sizeof(struct nupp_frame), sc->walk.frames))
 		e->nframes = 0;		/* userspace looks them up */
 	bpf_ringbuf_submit(e, 0);

@@ -35,10 +35,10 @@ def stack_depths(obj):
     return depths
 
 
-@pytest.mark.parametrize("func", ["on_cpu_clock", "on_tick", "walk_steps"])
+@pytest.mark.parametrize("func", ["on_cpu_clock", "on_tick", "walk_steps", "capture_names"])
 def test_sampler_stack_stays_off_the_private_stack(func):
     """The kernel decides for each function on its own: a program and the
-    global function it calls (walk_steps)."""
+    global functions it calls (walk_steps, capture_names)."""
     depths = stack_depths(BUILD / "sampler.bpf.o")
     assert func in depths, f"no function {func} in sampler.bpf.o: {sorted(depths)}"
     rounded = (depths[func] + 15) // 16 * 16
