@@ -109,8 +109,9 @@ struct nupp_stack_key {
 /* Target memory a new slot's record carries: what naming its stack reads
  * first, copied at its first sample. The headers of the GCprotos of its
  * innermost Lua frames (NUPP_CAPTURE_PROTOS of them at most), then their
- * chunk names, each once, as the symbolizer reads a string (header and
- * bytes to the end of its page, NUPP_CAPTURE_MAX at most). Userspace reads
+ * chunk names, each once: NUPP_CAPTURE_MAX bytes from the string's header,
+ * or to the end of its page when the next page is not mapped (at least
+ * what the symbolizer's str_read() reads first). Userspace reads
  * these bytes instead of the process: no read waits on the target's
  * mmap_lock, and a function freed, or a process gone, before the next wake
  * is still named. */

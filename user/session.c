@@ -594,8 +594,8 @@ static bool scan_awaited_vms(struct run *r)
  * corpus's run 0.1-0.6 s) keeps the 1-ms gap to its end; the first wait
  * at least as long as the gap that times out brings it back to 1 ms
  * (docs/benchmarks.md,
- * bench-large). 64 ms of new stacks fit the ring (~330 records) below
- * ~5,000 new stacks a second; past that its overflow is found by a scan
+ * bench-large). 64 ms of new stacks fit the ring (~280 records) below
+ * ~4,000 new stacks a second; past that its overflow is found by a scan
  * of the table. The trace probe submits without wakeups: its events are
  * taken in after each wait. */
 static void wait_tick(struct run *r)
