@@ -803,6 +803,8 @@ int on_gc_cycle(struct pt_regs *ctx)
 	 * cycle in the same process moved the epoch all the same. */
 	if (epoch)
 		__sync_val_compare_and_swap(&p->gc_epoch, epoch, epoch + 1);
+	if (p && (int)PT_REGS_PARM2(ctx))	/* all: lua_close (code_sites.c checks both calls) */
+		__sync_fetch_and_add(&p->vm_closes, 1);
 	return 0;
 }
 

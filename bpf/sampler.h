@@ -185,6 +185,9 @@ struct nupp_proc {
 	__u64 vmless_named;	/* vmless + 1 when luaL_openlibs first named a VM
 				 * (on_openlibs), 0 before: every sample that found
 				 * none until then ran before any Lua code */
+	__u64 vm_closes;	/* lua_close's calls of the GC probe (on_gc_cycle):
+				 * from the first, the code of a stack not named
+				 * yet may be gone while the process runs on */
 };
 
 /* Process-wide counters (per-CPU array, index enum nupp_counter). A

@@ -928,13 +928,15 @@ static int key_frames(struct sampler *s, const struct nupp_stack_key *k,
 
 static void forget_freed_code(struct sampler *s, struct target *tg, __u64 epoch);
 
-/* Whether tg's memory can still be read: a process on its way out loses it
- * (exit_mm) before it turns into a zombie. */
-static bool target_readable(const struct target *tg)
+/* Whether the code of tg's stacks can still be read: a process on its way
+ * out loses its memory (exit_mm) before it turns into a zombie, and a VM
+ * that lua_close closes frees its code while the process runs on. */
+static bool target_readable(const struct sampler *s, const struct target *tg)
 {
 	__u8 byte;
 
-	return procmem__alive(tg->pid) && !procmem__read(tg->pid, &byte, 1, tg->t->vm_lo);
+	return !__atomic_load_n(&s->procs[tg->slot].vm_closes, __ATOMIC_ACQUIRE) &&
+	       procmem__alive(tg->pid) && !procmem__read(tg->pid, &byte, 1, tg->t->vm_lo);
 }
 
 /* An epoch that many ahead of the one seen is of the same run of the walk
@@ -942,9 +944,10 @@ static bool target_readable(const struct target *tg)
 #define EPOCH_AHEAD_MAX		(1ULL << 32)
 
 /* Render one kernel key into a row, once. A stack with frames that could not
- * be read because the target is gone is counted as unsymbolized instead (row
- * -2). On trace, the frames inlined into the trace come first (*mapped:
- * enum tracemap_result). The row, or -1 when out of memory. */
+ * be read because the target is gone (or its VM closed) is counted as
+ * unsymbolized instead (row -2). On trace, the frames inlined into the
+ * trace come first (*mapped: enum tracemap_result). The row, or -1 when out
+ * of memory. */
 static long symbolize_key(struct sampler *s, const struct nupp_stack_key *k,
 			  const struct nupp_new_slot *e, int *mapped)
 {
@@ -988,7 +991,7 @@ static long symbolize_key(struct sampler *s, const struct nupp_stack_key *k,
 		tg->naming = NULL;
 		if (unknown == -ENOMEM)
 			return -1;
-		if (!unknown || target_readable(tg))
+		if (!unknown || target_readable(s, tg))
 			row = add_row(s, tg, k, &stack, shown);
 		if (row == -1)
 			return -1;
