@@ -132,6 +132,7 @@ struct lj_walk_mem {
  * Masking rather than testing keeps the verifier's paths few (fields are
  * 8-byte aligned; userspace checks that the offsets fit). */
 #define lj_u64_at(buf, off, size)	(*(const __u64 *)((buf) + ((off) & ((size) - 8))))
+#define lj_u32_at(buf, off, size)	(*(const __u32 *)((buf) + ((off) & ((size) - 4))))
 #define lj_u8_at(buf, off, size)	((buf)[(off) & ((size) - 1)])
 
 /* The frame's func and link slots (f - 8 and f) into w->fn and w->link,

@@ -80,10 +80,10 @@ struct {
 /* Slots claimed since userspace last looked, with their stacks' frames
  * (struct nupp_new_slot), so that it need neither scan the table nor look
  * the frames up; new_slots_lost is set when this ring was full. Userspace
- * waits on it (sampler__wait). 1 MiB: ~280 new stacks (3.7 KB each) between two reads. */
+ * waits on it (sampler__wait). 2 MiB: ~300 new stacks (7 KB each) between two reads. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1024 * 1024);
+	__uint(max_entries, 2 * 1024 * 1024);
 } new_slots SEC(".maps");
 __u32 new_slots_lost;
 
@@ -123,7 +123,6 @@ struct sampler_scratch {
 	__s32 first_err;		/* and its enum nupp_err + 1 */
 	__u64 below_link;		/* walk_from(): not 0, the link of the leaf, returning */
 	__u64 leaf_link;		/* walk_elsewhere(): the link slot at rdx */
-	struct nupp_capture captured[NUPP_CAPTURES];	/* capture_names(), for a new slot */
 	__u8 ggblk[NUPP_GG_BLK + 8];	/* main lua_State and global_State fields */
 	__u8 Lblk[NUPP_BLK + 8];	/* a coroutine's lua_State fields */
 	struct lj_walk_mem walk;	/* the walk's state, buffers and caches (lj_walk.h) */
@@ -135,6 +134,20 @@ struct {
 	__type(key, __u32);
 	__type(value, struct sampler_scratch);
 } scratch SEC(".maps");
+
+/* Per-CPU scratch of a new stack's captures (capture_names(),
+ * capture_sites()), copied into its ring record: too big to join the
+ * sampler's scratch within a per-CPU value's size. */
+struct capture_scratch {
+	struct nupp_capture captured[NUPP_CAPTURES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct capture_scratch);
+} captures SEC(".maps");
 
 #define NUPP_COUNTERS NUPP_CNT_MAX	/* enum nupp_counter */
 #include "counters.h"
@@ -245,59 +258,164 @@ static __always_inline bool capture(struct nupp_capture *c, __u64 addr, __u32 le
 	c->addr = 0;
 	if (!len || len > NUPP_CAPTURE_MAX)
 		return false;
-	/* The test above may reach the verifier on a copy of len: a mask it
-	 * sees, kept within the scratch (the test still decides). */
-	barrier_var(len);
-	len &= 2 * NUPP_CAPTURE_MAX - 1;
 	c->addr = addr;
 	c->len = len;
-	if (bpf_probe_read_user(c->bytes, len, (const void *)addr))
+	/* len again, in a form the verifier bounds to 1..NUPP_CAPTURE_MAX (the
+	 * test above may reach it on a copy of len). */
+	if (bpf_probe_read_user(c->bytes, ((len - 1) & (NUPP_CAPTURE_MAX - 1)) + 1,
+				(const void *)addr))
 		c->addr = 0;
 	return c->addr != 0;
 }
 
-/* Fill sc->captured (struct nupp_capture) for the stack just walked: the
- * protos of its innermost Lua frames, then their chunk names, each once,
- * with at least what user/symbolize.c's str_read() reads first of a string.
- * A function of its own: the kernel gives each its own stack, and the
- * sampler's must stay under the private-stack size (walk_steps()). */
-__noinline int capture_names(const struct lj_layout *lj, struct sampler_scratch *sc)
+/* Capture a string (a GCstr) at addr: at least what user/symbolize.c's
+ * str_read() reads first of one. Past the end of its page when the next
+ * one is mapped: a long string may go on there. */
+static __always_inline bool capture_str(struct nupp_capture *c, const struct lj_layout *lj,
+					__u64 addr)
+{
+	__u32 got = 4096 - (__u32)(addr & 4095);	/* to the end of its page */
+
+	if (got > NUPP_CAPTURE_MAX)
+		got = NUPP_CAPTURE_MAX;
+	if (got < lj->str_size)
+		got = lj->str_size;			/* a header across two pages */
+	return capture(c, addr, NUPP_CAPTURE_MAX) || capture(c, addr, got);
+}
+
+/* Capture the first chunk of a stream of names (varinfo, uvinfo) at addr,
+ * as user/symbolize.c's cursor reads it: up to its page's end. */
+static __always_inline bool capture_chunk(struct nupp_capture *c, __u64 addr)
+{
+	__u32 got = 4096 - (__u32)(addr & 4095);
+
+	return addr && capture(c, addr, got < NUPP_CAPTURE_MAX ? got : NUPP_CAPTURE_MAX);
+}
+
+/* Fill cs->captured (struct nupp_capture) for the stack sc just walked: the
+ * protos of its innermost Lua frames, then their chunk names, each once. */
+__noinline int capture_names(const struct lj_layout *lj, const struct sampler_scratch *sc,
+			     struct capture_scratch *cs)
 {
 	__u32 nprotos = 0, nchunks = 0;
 
-	if (!lj || !sc)
+	if (!lj || !sc || !cs)
 		return 0;
-	for (__u32 i = 0; i < NUPP_CAPTURES; i++)
-		sc->captured[i].addr = 0;
+	for (__u32 i = 0; i < NUPP_SITE_FIRST; i++)
+		cs->captured[i].addr = 0;
 	for (__u32 i = 0; i < NUPP_CAPTURE_FRAMES && i < sc->key.depth; i++) {
 		__u64 fn = sc->walk.frames[i].fn;
 
 		if (nprotos >= NUPP_CAPTURE_PROTOS)
 			break;
 		if (NUPP_FN_KIND(fn) == NUPP_FN_LUA &&
-		    capture(&sc->captured[nprotos], NUPP_FN_VALUE(fn), lj->pt_size))
+		    capture(&cs->captured[nprotos], NUPP_FN_VALUE(fn), lj->pt_size))
 			nprotos++;
 	}
 	for (__u32 i = 0; i < NUPP_CAPTURE_PROTOS; i++) {
-		__u64 chunk = sc->captured[i].addr ?
-			      lj_u64_at(sc->captured[i].bytes, lj->pt_chunkname, NUPP_CAPTURE_MAX) : 0;
-		__u32 got = 4096 - (__u32)(chunk & 4095);	/* to the end of its page */
-		struct nupp_capture *c;
+		__u64 chunk = cs->captured[i].addr ?
+			      lj_u64_at(cs->captured[i].bytes, lj->pt_chunkname, NUPP_CAPTURE_MAX) : 0;
 
 		for (__u32 j = 0; j < NUPP_CAPTURE_PROTOS; j++)
-			if (j < nchunks && sc->captured[NUPP_CAPTURE_PROTOS + j].addr == chunk)
+			if (j < nchunks && cs->captured[NUPP_CAPTURE_PROTOS + j].addr == chunk)
 				chunk = 0;	/* that name is there already */
 		if (!chunk || nchunks >= NUPP_CAPTURE_PROTOS)
 			continue;
-		if (got > NUPP_CAPTURE_MAX)
-			got = NUPP_CAPTURE_MAX;
-		if (got < lj->str_size)
-			got = lj->str_size;			/* a header across two pages */
-		/* Past the end of its page when the next one is mapped: a
-		 * name may go on there. */
-		c = &sc->captured[NUPP_CAPTURE_PROTOS + nchunks];
-		if (capture(c, chunk, NUPP_CAPTURE_MAX) || capture(c, chunk, got))
+		if (capture_str(&cs->captured[NUPP_CAPTURE_PROTOS + nchunks], lj, chunk))
 			nchunks++;
+	}
+	return 0;
+}
+
+/* Capture what names a frame from its call site at pc in caller (the
+ * capture of the caller's proto): what user/symbolize.c's site_derive()
+ * reads, following lj_debug_funcname and lj_debug_slotname. The bytecode
+ * up to the call as the symbolizer reads it back, the first chunk of the
+ * caller's variable names, and, scanning back from the call for the
+ * instruction that loaded the called slot, the string constant it names
+ * (GGET, TGETS) or the upvalue names (UGET). Which name LuaJIT gives is
+ * decided in userspace; this only keeps what it reads. */
+__noinline int capture_site(const struct nupp_proc *p, const struct nupp_capture *caller,
+			    __u64 pc, struct nupp_site *out)
+{
+	const struct lj_layout *lj;
+	__u64 bc, lo, at;
+	__u32 n, ins, op, slot, ra, cls;
+
+	if (!p || !caller || !out)
+		return 0;
+	lj = &p->lj;
+	bc = caller->addr + lj->pt_size;
+	n = lj_u32_at(caller->bytes, lj->pt_sizebc, NUPP_CAPTURE_MAX);
+	if (pc < bc + 4 || (pc - bc) & 3 || pc - bc > 4 * (__u64)n)
+		return 0;
+	lo = pc - bc > 4 * NUPP_SITE_BLOCK ? pc - 4 * NUPP_SITE_BLOCK : bc;
+	if (!capture(&out->bc, lo, (__u32)(pc - lo)))
+		return 0;
+	capture_chunk(&out->varinfo, lj_u64_at(caller->bytes, lj->pt_varinfo, NUPP_CAPTURE_MAX));
+	n = (__u32)(pc - lo) / 4;	/* instructions captured, the call last */
+	ins = lj_u32_at(out->bc.bytes, 4 * (n - 1), NUPP_CAPTURE_MAX);
+	cls = p->site_ops[ins & (NUPP_OPS - 1)];
+	if ((ins & 0xff) >= NUPP_OPS || !(cls & (NUPP_OP_CALL | NUPP_OP_ITERC)))
+		return 0;
+	slot = ((ins >> 8) & 0xff) - (cls & NUPP_OP_ITERC ? 3 : 0);
+	/* Back to the function's header, exclusive, as lj_debug_slotname. */
+	for (__u32 i = 2; i <= NUPP_SITE_BLOCK && i <= n - (lo == bc); i++) {
+		ins = lj_u32_at(out->bc.bytes, 4 * (n - i), NUPP_CAPTURE_MAX);
+		op = ins & 0xff;
+		ra = (ins >> 8) & 0xff;
+		cls = op < NUPP_OPS ? p->site_ops[op & (NUPP_OPS - 1)] & NUPP_OP_CLASS : 0;
+		if (cls == NUPP_OP_BASE || cls == NUPP_OP_KNIL) {
+			if (slot >= ra && (cls == NUPP_OP_BASE || slot <= ins >> 16))
+				return 0;
+		} else if (cls >= NUPP_OP_DST && ra == slot) {
+			if (cls == NUPP_OP_MOV) {
+				slot = ins >> 16;
+				continue;
+			}
+			if (cls == NUPP_OP_UGET)
+				capture_chunk(&out->ref, lj_u64_at(caller->bytes, lj->pt_uvinfo,
+								   NUPP_CAPTURE_MAX));
+			if (cls != NUPP_OP_GGET && cls != NUPP_OP_TGETS)
+				return 0;
+			/* The constant's slot, below k, then its string. */
+			at = lj_u64_at(caller->bytes, lj->pt_k, NUPP_CAPTURE_MAX) -
+			     8 * ((__u64)(cls == NUPP_OP_GGET ? ins >> 16 : (ins >> 16) & 0xff) + 1);
+			if (capture(&out->ref, at, 8))
+				capture_str(&out->str, lj, lj_u64_at(out->ref.bytes, 0, NUPP_CAPTURE_MAX));
+			return 0;
+		}
+	}
+	return 0;
+}
+
+/* The site captures of cs->captured: for each innermost frame whose caller
+ * capture_names() captured, its call site (capture_site()). */
+__noinline int capture_sites(const struct nupp_proc *p, const struct sampler_scratch *sc,
+			     struct capture_scratch *cs)
+{
+	__u32 nsites = 0;
+
+	if (!p || !sc || !cs)
+		return 0;
+	for (__u32 i = NUPP_SITE_FIRST; i < NUPP_CAPTURES; i++)
+		cs->captured[i].addr = 0;
+	for (__u32 i = 0; i + 1 < NUPP_CAPTURE_FRAMES && i + 1 < sc->key.depth; i++) {
+		__u64 caller = sc->walk.frames[i + 1].fn;
+
+		if (nsites >= NUPP_CAPTURE_SITES)
+			break;
+		if (NUPP_FN_KIND(caller) != NUPP_FN_LUA ||
+		    (sc->walk.frames[i].pc & NUPP_CALL_MASK) == NUPP_CALL_OTHER)
+			continue;
+		for (__u32 j = 0; j < NUPP_CAPTURE_PROTOS; j++) {
+			if (cs->captured[j].addr != NUPP_FN_VALUE(caller))
+				continue;
+			capture_site(p, &cs->captured[j], sc->walk.frames[i + 1].pc & ~(__u64)NUPP_CALL_MASK,
+				     (struct nupp_site *)&cs->captured[NUPP_SITE_FIRST + 4 * nsites]);
+			nsites++;
+			break;
+		}
 	}
 	return 0;
 }
@@ -305,27 +423,35 @@ __noinline int capture_names(const struct lj_layout *lj, struct sampler_scratch 
 /* Tell userspace of slot k, just claimed for sc->key, with its frames and
  * the memory that names them. A wakeup only when userspace had read the
  * ring empty (the ring's default): it names a new stack while its code, and
- * its process, still exist. */
-static __always_inline void announce_slot(__u32 k, const struct nupp_proc *p,
-					  struct sampler_scratch *sc)
+ * its process, still exist. Global, as the captures it calls: the kernel
+ * gives each function its own stack, and the sampler's must stay under the
+ * private-stack size (walk_steps()). */
+__noinline int announce_slot(__u32 k, const struct nupp_proc *p, struct sampler_scratch *sc)
 {
-	struct nupp_new_slot *e = bpf_ringbuf_reserve(&new_slots, sizeof(*e), 0);
-	__u32 n = sc->key.depth;
+	__u32 zero = 0, n;
+	struct capture_scratch *cs = bpf_map_lookup_elem(&captures, &zero);
+	struct nupp_new_slot *e;
 
-	if (!e) {
+	if (!p || !sc)
+		return 0;
+	if (!(e = bpf_ringbuf_reserve(&new_slots, sizeof(*e), 0))) {
 		new_slots_lost = 1;
-		return;
+		return 0;
 	}
+	n = sc->key.depth;
 	if (n > NUPP_MAX_DEPTH)
 		n = NUPP_MAX_DEPTH;
 	e->slot = k;
 	e->nframes = n;
 	e->gc_epoch = p->gc_epoch;
-	capture_names(&p->lj, sc);
-	bpf_probe_read_kernel(e->captured, sizeof(e->captured), sc->captured);	/* zeroed on failure */
+	capture_names(&p->lj, sc, cs);
+	capture_sites(p, sc, cs);
+	/* Zeroed on failure: no capture. */
+	bpf_probe_read_kernel(e->captured, sizeof(e->captured), cs ? cs->captured : NULL);
 	if (n && bpf_probe_read_kernel(e->frames, n * sizeof(struct nupp_frame), sc->walk.frames))
 		e->nframes = 0;		/* userspace looks them up */
 	bpf_ringbuf_submit(e, 0);
+	return 0;
 }
 
 /* Count one sample of sc->key in state sc->state (see struct

@@ -116,9 +116,13 @@ struct nupp_stack_key {
  * mmap_lock, and a function freed, or a process gone, before the next wake
  * is still named. */
 #define NUPP_CAPTURE_PROTOS	3
-#define NUPP_CAPTURES		(2 * NUPP_CAPTURE_PROTOS)
+#define NUPP_CAPTURE_SITES	3
+#define NUPP_SITE_FIRST		(2 * NUPP_CAPTURE_PROTOS)	/* the protos, their chunk names */
+#define NUPP_CAPTURES		(NUPP_SITE_FIRST + 4 * NUPP_CAPTURE_SITES)
 #define NUPP_CAPTURE_MAX	256
 #define NUPP_CAPTURE_FRAMES	8	/* innermost frames looked at for Lua ones */
+#define NUPP_SITE_BLOCK		64	/* instructions before a call site captured: what
+					 * the symbolizer reads back at once (BC_BLOCK) */
 
 struct nupp_capture {
 	__u64 addr;		/* target address of bytes; 0: none */
@@ -126,6 +130,36 @@ struct nupp_capture {
 	__u32 pad;
 	__u8 bytes[NUPP_CAPTURE_MAX];
 };
+
+/* What names a frame from its caller's call site (lj_debug_funcname), four
+ * consecutive captures of a record. */
+struct nupp_site {
+	struct nupp_capture bc;		/* the caller's bytecode, up to the call */
+	struct nupp_capture varinfo;	/* the first chunk of its variable names */
+	struct nupp_capture ref;	/* the slot of the string constant that loaded
+					 * the called slot, or the first chunk of the
+					 * upvalue names */
+	struct nupp_capture str;	/* that string */
+};
+
+/* What the sampler's scan for the instruction that loaded a called slot
+ * (capture_site(), after lj_debug_slotname) does with an opcode: a class
+ * (the low bits) and whether it calls. By opcode in nupp_proc.site_ops,
+ * derived from the build's bytecode modes (symbolizer__site_ops). */
+enum nupp_site_op {
+	NUPP_OP_OTHER,		/* A is neither a base nor a destination */
+	NUPP_OP_BASE,		/* slots from A on are written */
+	NUPP_OP_KNIL,		/* slots A to D are written */
+	NUPP_OP_DST,		/* A is written, by nothing that names it */
+	NUPP_OP_MOV,		/* A = D: the name is D's */
+	NUPP_OP_GGET,		/* A = _G[string constant D] */
+	NUPP_OP_TGETS,		/* A = B[string constant C] */
+	NUPP_OP_UGET,		/* A = upvalue D */
+	NUPP_OP_CLASS = 15,
+	NUPP_OP_CALL = 16,	/* a call of slot A */
+	NUPP_OP_ITERC = 32,	/* a call of slot A - 3 */
+};
+#define NUPP_OPS	128
 
 /* A record of the new_slots ring: a slot just claimed, and its stack's
  * frames (key.depth of them), so that userspace names the stack without
@@ -187,7 +221,8 @@ struct nupp_proc {
 				 * none until then ran before any Lua code */
 	__u64 vm_closes;	/* lua_close's calls of the GC probe (on_gc_cycle):
 				 * from the first, the code of a stack not named
-				 * yet may be gone while the process runs on */
+				 * yet may be gone while the process runs on */	__u8 site_ops[NUPP_OPS];	/* enum nupp_site_op by opcode; all 0 when
+					 * the build has no bytecode modes */
 };
 
 /* Process-wide counters (per-CPU array, index enum nupp_counter). A

@@ -757,6 +757,7 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 		return -1;
 	}
 	symbolizer__set_lines(tg->sym, s->lines);
+	symbolizer__site_ops(tg->sym, tg->proc.site_ops, sizeof(tg->proc.site_ops));
 	if (!s->dumpstack_names)
 		symbolizer__set_cfunc_names(tg->sym, tg->cnames);
 	/* NULL for a build whose layout has no trace fields (or when

@@ -593,10 +593,9 @@ static bool scan_awaited_vms(struct run *r)
  * sleep a context switch, dear on a VM), while a short program (the
  * corpus's run 0.1-0.6 s) keeps the 1-ms gap to its end; the first wait
  * at least as long as the gap that times out brings it back to 1 ms
- * (docs/benchmarks.md,
- * bench-large). 64 ms of new stacks fit the ring (~280 records) below
- * ~4,000 new stacks a second; past that its overflow is found by a scan
- * of the table. The trace probe submits without wakeups: its events are
+ * (docs/benchmarks.md, bench-large). 64 ms of new stacks fit the ring
+ * (~300 records of 7 KB) below ~4,500 new stacks a second; past that its
+ * overflow is found by a scan of the table. The trace probe submits without wakeups: its events are
  * taken in after each wait. */
 static void wait_tick(struct run *r)
 {

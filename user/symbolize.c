@@ -860,6 +860,32 @@ restart:
 	return NAME_NONE;
 }
 
+/* The sampler's classes of opcodes (enum nupp_site_op), by opcode: the
+ * rules of slotname() and site_derive(), as the data its BPF program scans
+ * a call site's bytecode with to capture what naming it reads. */
+void symbolizer__site_ops(const struct symbolizer *s, __u8 *ops, size_t n)
+{
+	const struct lj_build *b = s->b;
+
+	memset(ops, 0, n);
+	if (!b->bcmode || !b->mmnames)
+		return;
+	for (int op = 0; op < b->nbcnames && (size_t)op < n; op++) {
+		int a = b->bcmode[op].a;
+		__u8 c = NUPP_OP_OTHER;
+
+		if (a == b->bcm_base)
+			c = op == s->op_knil ? NUPP_OP_KNIL : NUPP_OP_BASE;
+		else if (a == b->bcm_dst)
+			c = op == s->op_mov ? NUPP_OP_MOV : op == s->op_gget ? NUPP_OP_GGET :
+			    op == s->op_tgets ? NUPP_OP_TGETS : op == s->op_uget ? NUPP_OP_UGET :
+			    NUPP_OP_DST;
+		if (b->bcmode[op].mm == b->mm_call)
+			c |= op == s->op_iterc ? NUPP_OP_ITERC : NUPP_OP_CALL;
+		ops[op] = c;
+	}
+}
+
 /* The name lj_debug_funcname derives from the instruction at pos of the
  * caller pt: the called slot's name for a call, else the metamethod's. */
 static int site_derive(struct symbolizer *s, const struct lj_proto *pt, __u32 pos,

@@ -85,6 +85,11 @@ void symbolizer__set_lines(struct symbolizer *s, bool on);
  * the entry against the header as it is now. */
 void symbolizer__trust(struct symbolizer *s, bool on);
 
+/* The opcode classes of the BPF program's scan of a call site, by opcode
+ * (enum nupp_site_op, n entries): all 0 when the build has no bytecode
+ * modes. */
+void symbolizer__site_ops(const struct symbolizer *s, __u8 *ops, size_t n);
+
 /* Name C functions by their symbol, or their file and ELF address
  * (cfunc_names.h), instead of their address (dumpstack's "@0x…"). c is
  * not owned; NULL goes back to addresses. */

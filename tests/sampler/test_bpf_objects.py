@@ -35,7 +35,8 @@ def stack_depths(obj):
     return depths
 
 
-@pytest.mark.parametrize("func", ["on_cpu_clock", "on_tick", "walk_steps", "capture_names"])
+@pytest.mark.parametrize("func", ["on_cpu_clock", "on_tick", "walk_steps", "announce_slot",
+                                  "capture_names", "capture_sites", "capture_site"])
 def test_sampler_stack_stays_off_the_private_stack(func):
     """The kernel decides for each function on its own: a program and the
     global functions it calls (walk_steps, capture_names)."""
