@@ -584,9 +584,9 @@ static bool scan_awaited_vms(struct run *r)
 
 /* Wait a tick (TICK_MS), a millisecond at a time while a target's VM is
  * awaited. A new stack wakes the wait and is named at once: what names it
- * comes with it (struct nupp_capture) but for call sites not met before,
- * which the process must still hold (tests/corpus/: the last moments of a
- * short program). After a wake, the next wait comes a millisecond later;
+ * comes with it (struct nupp_capture) but for what lies beyond the
+ * captures (the call sites of its outer frames), which the process must
+ * still hold (tests/corpus/: the last moments of a short program). After a wake, the next wait comes a millisecond later;
  * once every wait has met new stacks for STREAM_S, twice as late after
  * each wake, up to WAKE_GAP_MAX_MS: a stream of new stacks (a large
  * program, hundreds a second) costs about 16 wakes a second (each wake and
@@ -595,8 +595,8 @@ static bool scan_awaited_vms(struct run *r)
  * at least as long as the gap that times out brings it back to 1 ms
  * (docs/benchmarks.md, bench-large). 64 ms of new stacks fit the ring
  * (~300 records of 7 KB) below ~4,500 new stacks a second; past that its
- * overflow is found by a scan of the table. The trace probe submits without wakeups: its events are
- * taken in after each wait. */
+ * overflow is found by a scan of the table. The trace probe submits
+ * without wakeups: its events are taken in after each wait. */
 static void wait_tick(struct run *r)
 {
 	double end = monotonic_s() + TICK_MS / 1e3;
