@@ -24,6 +24,9 @@ SYMBOLIZE_OBJS := symbolize procmem elf_file cfunc_names codemap
 $(UNIT_DIR)/test_symbolize: $(patsubst %,$(UNIT_DIR)/%.o,$(SYMBOLIZE_OBJS))
 $(UNIT_DIR)/test_code_sites: $(patsubst %,$(UNIT_DIR)/%.o,code_sites elf_file)
 $(UNIT_DIR)/test_profile: $(patsubst %,$(UNIT_DIR)/%.o,profile keymap $(SYMBOLIZE_OBJS))
+# The writers (the flame graph's tree) come from libnupp.a.
+$(UNIT_DIR)/test_profile: $(B)/libnupp.a
+$(UNIT_DIR)/test_profile: UNIT_LDLIBS += $(LDLIBS)
 $(UNIT_DIR)/test_interval: $(patsubst %,$(UNIT_DIR)/%.o,interval profile keymap $(SYMBOLIZE_OBJS))
 # test_tracer compiles user/trace.c into itself (its logic is static) and
 # takes the rest of the collector from libnupp.a.

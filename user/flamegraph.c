@@ -15,6 +15,7 @@
 #include "flamegraph.h"
 #include "flamegraph_js.h"
 #include "formats.h"
+#include "keymap.h"
 #include "util.h"
 
 #define WIDTH		1200.0	/* px, the image */
@@ -31,6 +32,18 @@ struct node {
 	__u64 total;
 	struct node *kids;
 	size_t nkids, cap;
+	size_t id;		/* its key's first bytes in struct tree's kids */
+};
+
+/* A tree being built. A node's children are found through one map of
+ * (parent id, name), not by a scan of them: the root of a program of
+ * thousands of functions has thousands of children. */
+struct tree {
+	struct node root;
+	struct keymap kids;	/* (parent id, name) -> index in the parent's kids */
+	size_t ids;		/* ids given */
+	char *key;		/* the key being looked up */
+	size_t keycap;
 };
 
 /* Hue, saturation and lightness of each state's frames. */
@@ -43,16 +56,30 @@ static const double state_hsl[NUPP_ST_MAX][3] = {
  * The tree
  */
 
-static struct node *child(struct node *n, const char *name, size_t len)
+static struct node *child(struct tree *t, struct node *n, const char *name, size_t len)
 {
-	for (size_t i = 0; i < n->nkids; i++)
-		if (strlen(n->kids[i].name) == len && !memcmp(n->kids[i].name, name, len))
-			return &n->kids[i];
-	if (ARRAY_ROOM(n->kids, n->nkids, n->cap, 4))
+	size_t klen = sizeof(n->id) + len;
+	struct node *k;
+	long i;
+
+	if (klen > t->keycap) {
+		char *b = realloc(t->key, klen * 2);
+
+		if (!b)
+			return NULL;
+		t->key = b;
+		t->keycap = klen * 2;
+	}
+	memcpy(t->key, &n->id, sizeof(n->id));
+	memcpy(t->key + sizeof(n->id), name, len);
+	if ((i = keymap__get(&t->kids, t->key, klen)) >= 0)
+		return &n->kids[i];
+	if (ARRAY_ROOM(n->kids, n->nkids, n->cap, 4) ||
+	    keymap__put(&t->kids, t->key, klen, (long)n->nkids))
 		return NULL;
-	memset(&n->kids[n->nkids], 0, sizeof(struct node));
-	n->kids[n->nkids].name = strndup(name, len);
-	return n->kids[n->nkids].name ? &n->kids[n->nkids++] : NULL;
+	k = &n->kids[n->nkids];
+	*k = (struct node){ .id = ++t->ids, .name = strndup(name, len) };
+	return k->name ? &n->kids[n->nkids++] : NULL;
 }
 
 static void add(struct node *n, const __u64 state[NUPP_ST_MAX])
@@ -63,16 +90,16 @@ static void add(struct node *n, const __u64 state[NUPP_ST_MAX])
 	}
 }
 
-static int insert(struct node *root, const char *stack, const __u64 state[NUPP_ST_MAX])
+static int insert(struct tree *t, const char *stack, const __u64 state[NUPP_ST_MAX])
 {
-	struct node *n = root;
+	struct node *n = &t->root;
 
 	add(n, state);
 	while (*stack) {
 		const char *end = strchr(stack, ';');
 		size_t len = end ? (size_t)(end - stack) : strlen(stack);
 
-		n = child(n, stack, len);
+		n = child(t, n, stack, len);
 		if (!n)
 			return -1;
 		add(n, state);
@@ -82,7 +109,7 @@ static int insert(struct node *root, const char *stack, const __u64 state[NUPP_S
 }
 
 /* The rows that pass the filters, by their collapsed text. */
-static int build(struct node *root, const struct profile *p, const struct render_opts *o)
+static int build(struct tree *t, const struct profile *p, const struct render_opts *o)
 {
 	const struct profile_row *r;
 
@@ -92,7 +119,7 @@ static int build(struct node *root, const struct profile *p, const struct render
 
 		if (!text)
 			return -1;
-		err = insert(root, text, r->state);
+		err = insert(t, text, r->state);
 		free(text);
 		if (err)
 			return -1;
@@ -326,28 +353,32 @@ static void put_footer(FILE *out, int y)
 
 int flamegraph__write(const struct profile *p, const struct render_opts *o, FILE *out)
 {
-	struct node root = {};
+	struct tree t = {};
+	struct node *root = &t.root;
 	struct canvas c = { .out = out };
 	int height, ret = -1;
 
-	root.name = strdup("all");
-	if (!root.name || build(&root, p, o))
+	root->name = strdup("all");
+	if (!root->name || build(&t, p, o))
 		goto out;
-	sort_tree(&root);
-	c.depth = depth_of(&root);
-	c.total = root.total;
+	keymap__free(&t.kids);		/* sort_tree() moves the children */
+	sort_tree(root);
+	c.depth = depth_of(root);
+	c.total = root->total;
 	height = TOP + c.depth * ROW + FOOT;
-	put_header(out, p, &root, height);
+	put_header(out, p, root, height);
 	fprintf(out, "<g id=\"frames\" data-x=\"%.0f\" data-w=\"%.0f\" data-total=\"%llu\">\n", PAD,
-		WIDTH - 2 * PAD, (unsigned long long)root.total);
-	if (root.total)
-		draw(&c, &root, 0, 0);
+		WIDTH - 2 * PAD, (unsigned long long)root->total);
+	if (root->total)
+		draw(&c, root, 0, 0);
 	fputs("</g>\n", out);
 	put_footer(out, TOP + c.depth * ROW + 18);
 	fprintf(out, "<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n</svg>\n",
 		flamegraph_js);
 	ret = ferror(out) ? -1 : 0;
 out:
-	node_free(&root);
+	keymap__free(&t.kids);
+	free(t.key);
+	node_free(root);
 	return ret;
 }

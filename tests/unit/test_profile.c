@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * test_profile.c - the zone filter, root cut and zone frames of
- * user/profile.c, without root or BPF. The zone filter's cases are
+ * user/profile.c, and the flame graph's tree of its rows, without root or
+ * BPF. The zone filter's cases are
  * tests/fixtures/zone_filter.tsv, which tests/lua_api/test_lua_api.py runs through
  * the Lua API's filter too: one rule for `--zone` and
  * profile.sample{zone = ...}.
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "flamegraph.h"
 #include "profile.h"
 
 static int failed, passed;
@@ -103,11 +105,65 @@ static void zone_frame_cases(void)
 	printf("ok   zone frames\n");
 }
 
+/* The flame graph merges the rows' frames into one tree: each frame once
+ * under its caller, whatever order the rows come in ("a!x" sorts between
+ * "a" and "a;b"), and two frames of one name under two callers apart. */
+static void flamegraph_tree_cases(void)
+{
+	static const struct { const char *stack[2]; int n; __u64 count; } rows[] = {
+		{ { "a", "b" }, 2, 2 }, { { "a!x", "b" }, 2, 3 }, { { "a", "c" }, 2, 4 },
+		{ { "a" }, 1, 1 }, { { "a", "b" }, 2, 5 },
+	};
+	static const char *const want[] = {
+		"<title>all (15 samples", "<title>a (12 samples", "<title>a!x (3 samples",
+		"<title>b (7 samples", "<title>b (3 samples", "<title>c (4 samples",
+	};
+	struct profile p = { 0 };
+	struct render_opts o = { 0 };
+	char *svg = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&svg, &len);
+	int bad = 0;
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		__u32 ids[2];
+		long row;
+
+		for (int k = 0; k < rows[i].n; k++) {
+			struct profile_frame f = { .name = (char *)rows[i].stack[k], .file = "" };
+
+			ids[k] = profile__frame(&p, &f);
+		}
+		row = profile__add(&p, 1, (__u32)i + 1, 0, "", ids, (__u32)rows[i].n);
+		p.rows[row].state[NUPP_ST_INTERP] = rows[i].count;
+	}
+	if (flamegraph__write(&p, &o, out))
+		bad = printf("FAIL flamegraph__write\n");
+	fclose(out);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]) && !bad; i++) {
+		const char *at = strstr(svg, want[i]);
+
+		if (!at || strstr(at + 1, want[i]))
+			bad = printf("FAIL the flame graph has %s \"%s\" frame\n",
+				     at ? "more than one" : "no", want[i]);
+	}
+	if (!bad && (strstr(svg, "<title>a (2 samples") || strstr(svg, "<title>a (5 samples")))
+		bad = printf("FAIL the flame graph splits frame a\n");
+	if (bad)
+		failed++;
+	else
+		passed++;
+	free(svg);
+	profile__free(&p);
+	printf("%-4s flame graph tree\n", bad ? "FAIL" : "ok");
+}
+
 int main(int argc, char **argv)
 {
 	zone_cases(argc > 1 ? argv[1] : "tests/fixtures/zone_filter.tsv");
 	cut_cases();
 	zone_frame_cases();
+	flamegraph_tree_cases();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }
