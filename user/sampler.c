@@ -1294,3 +1294,13 @@ int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats 
 		return -ENOMEM;
 	return copy_rows(s, p) ? -ENOMEM : 0;
 }
+
+int sampler__take(struct sampler *s, struct profile *p, struct sampler_stats *st)
+{
+	if (!sampler__counts(s, st))
+		return -ENOMEM;
+	*p = s->rows;
+	p->period_ns = s->period_ns;
+	s->rows = (struct profile){ 0 };
+	return 0;
+}

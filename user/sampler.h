@@ -7,7 +7,8 @@
  *	sampler__add_target(s, &target, err, sizeof(err));
  *	while (running) sampler__wait(s, 10);		// symbolize new stacks
  *	... and every few ticks sampler__poll(s);	// age the caches too
- *	sampler__collect(s, &profile);			// final counts
+ *	sampler__collect(s, &profile);			// counts so far
+ *	sampler__take(s, &profile);			// final counts, before the close
  */
 #ifndef NUPP_SAMPLER_API_H
 #define NUPP_SAMPLER_API_H
@@ -110,6 +111,11 @@ void sampler__progress(struct sampler *s, __u64 *samples, __u64 *stacks);
 
 /* Poll once more and add every stack with its final counts to p. */
 int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats *st);
+
+/* sampler__collect for the last time: the sampler's rows are moved into p
+ * (empty), not copied (a large program has thousands), and the sampler
+ * keeps none; sampler__close() is all that may follow. */
+int sampler__take(struct sampler *s, struct profile *p, struct sampler_stats *st);
 
 /* The same without a copy: the sampler's own rows, their counts brought up
  * to date (a row keeps its index; new ones come last). The caller may

@@ -856,7 +856,7 @@ static int finish_samples(struct run *r)
 	struct sampler_stats st;
 	int ret = 0;
 
-	if (sampler__collect(r->sampler, &p, &st)) {
+	if (sampler__take(r->sampler, &p, &st)) {
 		session__error("out of memory while collecting samples");
 		profile__free(&p);
 		return 1;
