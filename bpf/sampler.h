@@ -121,8 +121,9 @@ struct nupp_stack_key {
 #define NUPP_CAPTURES		(NUPP_SITE_FIRST + 4 * NUPP_CAPTURE_SITES)
 #define NUPP_CAPTURE_MAX	256
 #define NUPP_CAPTURE_FRAMES	8	/* innermost frames looked at for Lua ones */
-#define NUPP_SITE_BLOCK		64	/* instructions before a call site captured: what
-					 * the symbolizer reads back at once (BC_BLOCK) */
+#define NUPP_SITE_BLOCK		64	/* instructions captured up to a call site, the
+					 * call included: what the symbolizer reads back
+					 * at once (BC_BLOCK) and the call */
 
 struct nupp_capture {
 	__u64 addr;		/* target address of bytes; 0: none */

@@ -22,7 +22,9 @@
 #define BCINS_MAX	(1u << 26)	/* LJ_MAX_BCINS: no real proto has more */
 #define SCAN_MAX	(1u << 16)	/* most instructions a slot name looks back */
 #define SCAN_MOVES	64		/* most MOVs it follows to their source */
-#define BC_BLOCK	64		/* instructions read at once, looking back */
+/* Instructions read at once, looking back from a call site: those the
+ * sampler captures before a call (bpf/sampler.h), the call excluded. */
+#define BC_BLOCK	(NUPP_SITE_BLOCK - 1)
 #define CACHE_MAX	(1u << 20)	/* entries before the caches are flushed */
 #define PAGE		4096u
 
@@ -645,15 +647,17 @@ static int module_make(struct symbolizer *s, struct proto_ent *pe)
 	struct strbuf raw = { 0 }, mod = { 0 };
 	const struct chunk_ent *ce = s->trusted ? map_get(&s->chunks, pe->pt.chunkname, pe->builtin)
 						: NULL;
+	/* What str_read() reads at once, and a new stack's record holds. */
+	__u32 first = STR_AHEAD - s->lj->str_size;
 	char *chunk = NULL;
 	int err;
 
 	if (ce && ce->module)
 		return module_copy(pe, ce);
-	err = str_read(s, pe->pt.chunkname, 256, 0, &raw);
+	err = str_read(s, pe->pt.chunkname, first, 0, &raw);
 	/* A chunk loaded from a string is named by its source, which can be
 	 * long: read all of the name only when more than its first byte counts. */
-	if (!err && raw.len == 256 && (pe->builtin || raw.buf[0] == '@' || raw.buf[0] == '='))
+	if (!err && raw.len == first && (pe->builtin || raw.buf[0] == '@' || raw.buf[0] == '='))
 		err = str_read(s, pe->pt.chunkname, STR_MAX, 0, &raw);
 	if (!err)
 		err = module_put(&mod, raw.buf, raw.len, pe->builtin);

@@ -27,6 +27,8 @@ io.write("ready\n") io.flush()
 repeat spin(0.01) until io.open(flag)
 local L = ffi.C.luaL_newstate()
 ffi.C.luaL_openlibs(L)
+-- The call of inner() comes after 80 instructions of the chunk: what names
+-- it lies further back than a call at a function's start.
 local src = ([[
 jit.off()
 local function inner(seconds)
@@ -34,8 +36,10 @@ local function inner(seconds)
   repeat for j = 1, 200 do x = (x * 31 + j) %% 1000003 end until os.clock() > deadline
   return x
 end
-inner(%g)
-]]):format(secs)
+local n = 0
+%s
+inner(%g + n * 0)
+]]):format(("n = n + 1\n"):rep(80), secs)
 assert(ffi.C.luaL_loadstring(L, src) == 0 and ffi.C.lua_pcall(L, 0, 0, 0) == 0)
 ffi.C.lua_close(L)
 io.write("closed\n") io.flush()
