@@ -794,11 +794,20 @@ def test_sample_and_trace_carry_zone_paths(tmp_path):
         for zp in pairs(s.aggregate) do zs[#zs + 1] = zp end
         table.sort(zs)
         local tz = {}
-        for _, site in pairs(t.sites) do tz[#tz + 1] = site.zonePath end
+        for _, site in pairs(t.sites) do tz[#tz + 1] = {site.location, site.zonePath} end
         T.emit({zs = zs, tz = tz, active = zone.active()})
     """)
     assert "frame/spin" in out["zs"] and "" in out["zs"]
-    assert out["tz"] == ["frame/jit", "frame/jit"]
+    # hot()'s FNEW aborts (a warning, then the blacklisting) are frame/jit's.
+    # T.spin's loop compiles, but in one run of many it aborted once too
+    # (where its traces start depends on when the sampler's callbacks run):
+    # such a site is spin's, in one of the two zones spin ran in.
+    hot_line = line_of(PRELUDE + FNEW_LOOP, "local f = function")
+    hot = [zp for loc, zp in out["tz"] if loc == f"prog.lua:{hot_line}"]
+    assert hot == ["frame/jit", "frame/jit"], out["tz"]
+    for loc, zp in out["tz"]:
+        assert loc == f"prog.lua:{hot_line}" or \
+            (loc.startswith("testutil.lua:") and zp in ("frame/spin", "")), out["tz"]
     assert out["active"] is False, "sessions close the gate they opened"
 
 

@@ -241,16 +241,24 @@ def test_workload_resolves(workload_run, build_name, case_id):
 
 @pytest.mark.parametrize("build_name,case_id", CASES)
 def test_workload_hot_function_share(workload_run, build_name, case_id):
-    """The share of samples under each timed function is within 3 points of
-    the CPU-time share the workload measured itself with os.clock."""
+    """Between the timed functions, the share of samples under each is within
+    3 points of its share of the CPU time the workload measured with os.clock.
+    Shares of the timed functions' sum, not of the whole run: the process's
+    CPU time also holds what neither function ran (start-up, the clock calls),
+    usually 0.5 % of it, but once 4.7 % in CI, which moved every function's
+    timed share by 3 points and its sampled share not at all."""
     run, truth, _ = workload_run(build_name, case_id)
     case = WORKLOADS[case_id]
     assert run.returncode == 0, run
-    rows = run.rows
     for fn in case.functions:
         assert fn in truth, f"workload printed no truth for {fn}:\n{run.stdout}"
-        got = 100 * share(rows, lambda f: f"{case.script}:{fn}" in f)
-        want = 100 * truth[fn]
+    timed = [(s, c) for s, c in run.rows
+             if any(f"{case.script}:{fn}" in frames(s) for fn in case.functions)]
+    assert total(timed) >= 0.9 * total(run.rows), run.output.read_text()
+    timed_truth = sum(truth[fn] for fn in case.functions)
+    for fn in case.functions:
+        got = 100 * share(timed, lambda f: f"{case.script}:{fn}" in f)
+        want = 100 * truth[fn] / timed_truth
         assert abs(got - want) <= SHARE_TOL, \
             f"{fn}: {got:.1f} % of the samples, the workload timed {want:.1f} %:\n" \
             f"{run.output.read_text()}{run.stderr}"
