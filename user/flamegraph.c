@@ -113,14 +113,18 @@ static int build(struct tree *t, const struct profile *p, const struct render_op
 {
 	const struct profile_row *r;
 
+	/* A node at least per distinct stack: its leaf. */
+	if (keymap__reserve(&t->kids, p->nrows))
+		return -1;
 	for (size_t i = 0; (r = profile__next_kept(p, o, &i));) {
-		char *text = profile_row__text(r, o);
+		char *owned;
+		const char *text = profile_row__text(r, o, &owned);
 		int err;
 
 		if (!text)
 			return -1;
 		err = insert(t, text, r->state);
-		free(text);
+		free(owned);
 		if (err)
 			return -1;
 	}

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* keymap.c - byte-string keys to integer values. */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include "keymap.h"
@@ -27,11 +28,12 @@ long keymap__get(const struct keymap *m, const void *key, size_t len)
 	return s->key ? s->value : -1;
 }
 
-static int grow(struct keymap *m)
+/* A table of cap slots (a power of two) holding m's keys. */
+static int rehash(struct keymap *m, size_t cap)
 {
 	struct keymap old = *m;
 
-	m->cap = old.cap ? old.cap * 2 : 64;
+	m->cap = cap;
 	m->slots = calloc(m->cap, sizeof(*m->slots));
 	if (!m->slots) {
 		*m = old;
@@ -44,12 +46,27 @@ static int grow(struct keymap *m)
 	return 0;
 }
 
+/* Kept under 3/4 full. */
+static bool fits(size_t used, size_t cap)
+{
+	return used * 4 < cap * 3;
+}
+
+int keymap__reserve(struct keymap *m, size_t n)
+{
+	size_t cap = m->cap ? m->cap : 64;
+
+	while (!fits(n + 1, cap))
+		cap *= 2;
+	return cap == m->cap ? 0 : rehash(m, cap);
+}
+
 int keymap__put(struct keymap *m, const void *key, size_t len, long value)
 {
 	struct keymap_slot *s;
 	uint64_t h = fnv1a64(FNV1A64_INIT, key, len);
 
-	if ((m->used + 1) * 4 >= m->cap * 3 && grow(m))
+	if (!fits(m->used + 1, m->cap) && rehash(m, m->cap ? m->cap * 2 : 64))
 		return -1;
 	s = find(m, key, len, h);
 	if (!s->key) {

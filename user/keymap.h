@@ -20,6 +20,9 @@ struct keymap {
 long keymap__get(const struct keymap *m, const void *key, size_t len);
 /* Store value under key (replacing); 0, or -1 when out of memory. */
 int keymap__put(struct keymap *m, const void *key, size_t len, long value);
+/* Room for n keys in all without growing (a size known ahead saves the
+ * rehashes of growing to it); 0, or -1 when out of memory. */
+int keymap__reserve(struct keymap *m, size_t n);
 void keymap__free(struct keymap *m);
 
 #endif /* NUPP_KEYMAP_H */

@@ -115,9 +115,31 @@ const struct profile_row *profile__next_kept(const struct profile *p, const stru
 					     size_t *i);
 
 /* The text a row renders to in collapsed stacks, before its count: its
- * thread and zone frames as asked, and its stack cut at the root. malloc'ed;
+ * thread and zone frames as asked, and its stack cut at the root. A pointer
+ * into the row's own stack when no thread or zone frame is asked for (*owned
+ * NULL), else a malloc'ed string, also in *owned for the caller to free;
  * NULL when out of memory. */
-char *profile_row__text(const struct profile_row *r, const struct render_opts *o);
+const char *profile_row__text(const struct profile_row *r, const struct render_opts *o,
+			      char **owned);
+
+/* The collapsed stacks: rows of one text merged into a line, lines by count
+ * descending, then by text. A line's text may point into the profile. */
+struct collapsed_line {
+	const char *text;
+	char *owned;			/* text, when it was made for the line */
+	__u64 count;
+	size_t rank;			/* the line's place in text order */
+};
+
+struct collapsed {
+	struct collapsed_line *lines;
+	size_t n;
+	__u64 samples;			/* their total count */
+};
+
+/* 0, or -1 when out of memory. */
+int profile__collapse(const struct profile *p, const struct render_opts *o, struct collapsed *c);
+void collapsed__free(struct collapsed *c);
 
 /* Totals by state over the rows that pass the zone filter. */
 void profile__totals(const struct profile *p, const struct render_opts *o,

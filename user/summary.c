@@ -83,53 +83,32 @@ static void sample_counts(const struct profile *p, const struct render_opts *ro,
 			(unsigned long long)st->trace_compiled);
 }
 
-/* The collapsed stacks the summary shows, as text in *text (malloc'ed);
- * how many distinct ones there are, or -1. */
-static long collapsed_text(const struct profile *p, const struct render_opts *o, char **text)
+/* The first five collapsed stacks, long ones cut. */
+static void top_stacks(const struct collapsed *c)
 {
-	size_t len;
-	FILE *f = open_memstream(text, &len);
-	long stacks;
-
-	if (!f)
-		return -1;
-	stacks = profile__write_collapsed(p, o, f, NULL);
-	if (fclose(f) || stacks < 0) {
-		free(*text);
-		*text = NULL;
-		return -1;
-	}
-	return stacks;
-}
-
-/* The first five lines of the collapsed stacks, long ones cut. */
-static void top_stacks(const char *text)
-{
-	const char *line = text;
-
 	fputs("  top stacks:\n", stderr);
-	for (int i = 0; i < 5 && line && *line; i++) {
-		const char *end = strchr(line, '\n');
-		int n = end ? (int)(end - line) : (int)strlen(line);
+	for (size_t i = 0; i < 5 && i < c->n; i++) {
+		char line[100];
 
-		if (n > 99)
+		if (snprintf(line, sizeof(line), "%s %llu", c->lines[i].text,
+			     (unsigned long long)c->lines[i].count) > 99)
 			fprintf(stderr, "    %.90s…\n", line);
 		else
-			fprintf(stderr, "    %.*s\n", n, line);
-		line = end ? end + 1 : NULL;
+			fprintf(stderr, "    %s\n", line);
 	}
 }
 
 void summary__samples(const struct profile *p, const struct render_opts *ro,
 		      const struct sampler_stats *st, double seconds, unsigned depth)
 {
-	char *text = NULL;
-	long stacks = collapsed_text(p, ro, &text);
+	struct collapsed c;
+	bool merged = !profile__collapse(p, ro, &c);
 
-	sample_counts(p, ro, st, seconds, depth, stacks);
-	if (text)
-		top_stacks(text);
-	free(text);
+	sample_counts(p, ro, st, seconds, depth, merged ? (long)c.n : -1);
+	if (merged)
+		top_stacks(&c);
+	if (merged)
+		collapsed__free(&c);
 }
 
 /* The catalog row of a site (reasonId may carry a ".DETAIL" suffix). */
