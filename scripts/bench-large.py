@@ -5,8 +5,9 @@ A program that calls 20,000 generated functions round-robin
 (tests/bench/large.lua) meets thousands of distinct stacks, most of them
 new: every one is symbolized once. nupp-bpf attaches with -p to the running
 program for its whole run at -F 997, as `record` and as the default job,
-and its own CPU time (user + system, /proc/PID/stat) is read at 4 s and at
-its exit, as a share of one core over that time. Prints a Markdown table.
+and its own CPU time (user + system) is read at 4 s (/proc/PID/stat) and
+at its exit (wait4: its start and its writing of the files included), as
+a share of one core over that time. Prints a Markdown table.
 
     /usr/bin/python3 scripts/bench-large.py [--luajit /usr/bin/luajit] [--reps 3]
         [--compare OTHER-NUPP-BPF]   (both in turn, for a ratio on one machine)
@@ -42,20 +43,17 @@ def one(a, nupp, job, seconds):
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         time.sleep(4 - (time.monotonic() - t0))
         early = cpu_s(prof.pid)
-        last, t_last = early, time.monotonic()
-        while prof.poll() is None:		# the last reading before it exits
-            try:
-                last, t_last = cpu_s(prof.pid), time.monotonic()
-            except (OSError, IndexError):
-                break
-            time.sleep(0.05)
-        err = prof.stderr.read()
+        err = prof.stderr.read()			# to its exit
+        _, status, usage = os.wait4(prof.pid, 0)
+        t_end = time.monotonic()
+        prof.returncode = os.waitstatus_to_exitcode(status)
         if prof.returncode:
             raise SystemExit("nupp-bpf failed: " + err)
         stacks = sum(1 for _ in open(out + ".collapsed"))
     tgt.kill()
     tgt.wait()
-    return {"early": early / 4, "whole": last / (t_last - t0), "stacks": stacks}
+    whole = usage.ru_utime + usage.ru_stime	# its start and its writing of the files too
+    return {"early": early / 4, "whole": whole / (t_end - t0), "stacks": stacks}
 
 
 def main():
