@@ -5,9 +5,12 @@ A program that calls 20,000 generated functions round-robin
 (tests/bench/large.lua) meets thousands of distinct stacks, most of them
 new: every one is symbolized once. nupp-bpf attaches with -p to the running
 program for its whole run at -F 997, as `record` and as the default job,
-and its own CPU time (user + system) is read at 4 s (/proc/PID/stat) and
-at its exit (wait4: its start and its writing of the files included), as
-a share of one core over that time. Prints a Markdown table.
+and its own CPU time (user + system) is read when it says it records (the
+start's cost, in seconds), at 4 s and 0.3 s before the duration ends
+(/proc/PID/stat), and at its exit (wait4: its start and its writing of the
+files included): the first 4 s and the whole run as a share of one core,
+and what it spent from 0.3 s before the end to its exit (writing the files,
+the summary, detaching) in seconds. Prints a Markdown table.
 
     /usr/bin/python3 scripts/bench-large.py [--luajit /usr/bin/luajit] [--reps 3]
         [--compare OTHER-NUPP-BPF]   (both in turn, for a ratio on one machine)
@@ -22,6 +25,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TICK = os.sysconf("SC_CLK_TCK")
+END_S = 0.3		# the end's reading starts this long before the duration ends
 
 
 def cpu_s(pid):
@@ -41,9 +45,13 @@ def one(a, nupp, job, seconds):
         t0 = time.monotonic()
         prof = subprocess.Popen([nupp, *args, "-p", str(tgt.pid), "-F", "997", "-d", str(seconds)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        time.sleep(4 - (time.monotonic() - t0))
+        first = prof.stderr.readline()		# "recording PID ...": started
+        start = cpu_s(prof.pid)
+        time.sleep(max(0, 4 - (time.monotonic() - t0)))
         early = cpu_s(prof.pid)
-        err = prof.stderr.read()			# to its exit
+        time.sleep(max(0, seconds - END_S - (time.monotonic() - t0)))
+        late = cpu_s(prof.pid)
+        err = first + prof.stderr.read()		# to its exit
         _, status, usage = os.wait4(prof.pid, 0)
         t_end = time.monotonic()
         prof.returncode = os.waitstatus_to_exitcode(status)
@@ -53,7 +61,8 @@ def one(a, nupp, job, seconds):
     tgt.kill()
     tgt.wait()
     whole = usage.ru_utime + usage.ru_stime	# its start and its writing of the files too
-    return {"early": early / 4, "whole": whole / (t_end - t0), "stacks": stacks}
+    return {"start": start, "early": early / 4, "whole": whole / (t_end - t0),
+            "end": whole - late, "stacks": stacks}
 
 
 def main():
@@ -78,15 +87,17 @@ def main():
               "each its own chunk" if a.per_chunk == 1 else "%d to a chunk" % a.per_chunk,
               a.reps))
     print()
-    print("| %sjob | first 4 s | whole run | distinct stacks |" % ("nupp-bpf | " if a.compare else ""))
-    print("|%s---|---:|---:|---:|" % ("---|" if a.compare else ""))
+    print("| %sjob | start | first 4 s | whole run | last %.1f s and end | distinct stacks |"
+          % ("nupp-bpf | " if a.compare else "", END_S))
+    print("|%s---|---:|---:|---:|---:|---:|" % ("---|" if a.compare else ""))
     for (b, job), rs in runs.items():
-        print("| %s%s | %.1f %% | %.1f %% | %d |" % (
+        print("| %s%s | %.3f s | %.1f %% | %.1f %% | %.3f s | %d |" % (
             "`%s` | " % b if a.compare else "", job,
+            statistics.median(r["start"] for r in rs),
             100 * statistics.median(r["early"] for r in rs),
             100 * statistics.median(r["whole"] for r in rs),
+            statistics.median(r["end"] for r in rs),
             statistics.median(r["stacks"] for r in rs)))
-
 
 if __name__ == "__main__":
     main()
