@@ -112,14 +112,15 @@ static void check_row_texts(const struct profile *p, const struct render_opts *o
 	const struct profile_row *r;
 
 	for (size_t i = 0; (r = profile__next_kept(p, o, &i));) {
-		char *text = profile_row__text(r, o);
+		char *owned;
+		const char *text = profile_row__text(r, o, &owned);
 		size_t frames;
 
 		frames = o->threads + (o->zones && r->zone[0]) +
 			 r->nframes - profile_row__first_frame(p, r, o->root);
 		if (count_char(text, ';') != frames - 1)
 			fail("a row's text with more or fewer frames than it keeps", text);
-		free(text);
+		free(owned);
 	}
 }
 
