@@ -105,10 +105,10 @@ void summary__samples(const struct profile *p, const struct render_opts *ro,
 	bool merged = !profile__collapse(p, ro, &c);
 
 	sample_counts(p, ro, st, seconds, depth, merged ? (long)c.n : -1);
-	if (merged)
+	if (merged) {
 		top_stacks(&c);
-	if (merged)
 		collapsed__free(&c);
+	}
 }
 
 /* The catalog row of a site (reasonId may carry a ".DETAIL" suffix). */

@@ -105,6 +105,50 @@ static void zone_frame_cases(void)
 	printf("ok   zone frames\n");
 }
 
+/* Collapsed stacks: rows of one text (two threads' "a;b") merged into one
+ * line, lines by count descending, ties by text ("a!x" before "a;b"), each
+ * count written in full. */
+static void collapse_cases(void)
+{
+	static const struct { const char *stack[2]; int n; __u32 tid; __u64 count; } rows[] = {
+		{ { "a", "b" }, 2, 1, 2 }, { { "c" }, 1, 1, 12345678901ULL }, { { "a!x" }, 1, 2, 5 },
+		{ { "a", "b" }, 2, 2, 3 }, { { "d" }, 1, 1, 1 },
+	};
+	static const char want[] = "c 12345678901\na!x 5\na;b 5\nd 1\n";
+	struct profile p = { 0 };
+	struct render_opts o = { 0 };
+	char *got = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&got, &len);
+	__u64 samples = 0;
+	long lines;
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		__u32 ids[2];
+		long row;
+
+		for (int k = 0; k < rows[i].n; k++) {
+			struct profile_frame f = { .name = (char *)rows[i].stack[k], .file = "" };
+
+			ids[k] = profile__frame(&p, &f);
+		}
+		row = profile__add(&p, 1, rows[i].tid, 0, "", ids, rows[i].n);
+		p.rows[row].state[NUPP_ST_INTERP] = rows[i].count;
+	}
+	lines = profile__write_collapsed(&p, &o, out, &samples);
+	fclose(out);
+	if (lines == 4 && samples == 12345678912ULL && !strcmp(got, want)) {
+		passed++;
+	} else {
+		failed++;
+		printf("FAIL collapsed: %ld lines, %llu samples:\n%s", lines,
+		       (unsigned long long)samples, got);
+	}
+	free(got);
+	profile__free(&p);
+	printf("ok   collapsed merging and order\n");
+}
+
 /* The flame graph merges the rows' frames into one tree: each frame once
  * under its caller, whatever order the rows come in ("a!x" sorts between
  * "a" and "a;b"), and two frames of one name under two callers apart. */
@@ -163,6 +207,7 @@ int main(int argc, char **argv)
 	zone_cases(argc > 1 ? argv[1] : "tests/fixtures/zone_filter.tsv");
 	cut_cases();
 	zone_frame_cases();
+	collapse_cases();
 	flamegraph_tree_cases();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
