@@ -1,4 +1,4 @@
-"""The nupp.profile Lua API against its spec.
+"""The nupp.profile Lua API against its documented behaviour.
 
 Runs /usr/bin/luajit on small target programs whose hot spots are known by
 construction, with the modules from build/lua. Backend: NUPP_BACKEND
@@ -124,7 +124,7 @@ end
 """
 
 
-# --- the spec's examples, as written ---------------------------------------
+# --- the API's usage examples (README, lua/nupp/profile.lua) ---------------
 
 def test_spec_example_sample(tmp_path):
     out = run_lua(tmp_path, PRELUDE + """
@@ -947,6 +947,46 @@ def test_trace_site_rules_are_the_clis(tmp_path):
     """.replace("T.counted", "(%s)" % lua_literal(counted)).replace("T.order", "(%s)" % lua_literal(order)))
     assert out["got"] == [c[3] for c in counted], list(zip(counted, out["got"]))
     assert out["order"] == [s["location"] + "|" + s["zonePath"] for s in order]
+
+
+def test_trace_reasons_are_the_clis(tmp_path):
+    """The API names every abort of tests/fixtures/trace_reasons.tsv as the
+    CLI's collector does (tests/unit/test_tracer.c runs the same file through
+    user/abort_site.c): raw text, reason with its detail, identity."""
+    rows = [line.split("\t") for line in
+            (Path(__file__).parent.parent / "fixtures" / "trace_reasons.tsv").read_text().splitlines()
+            if line and not line.startswith("#")]
+    assert len(rows) >= 8
+    out = run_lua(tmp_path, PRELUDE + """
+        local trace = require("nupp.profile.trace")
+        local vmdef = require("jit.vmdef")
+        local function number_of(names, name)	-- in a table of 6-character names
+          for i = 0, #names / 6 - 1 do
+            if names:sub(i * 6 + 1, i * 6 + 6):gsub(" +$", "") == name then return i end
+          end
+        end
+        local nerr = 0
+        while vmdef.traceerr[nerr] do nerr = nerr + 1 end
+        local got = {}
+        for _, c in ipairs(T.rows) do
+          local err, info, n = nerr + 3, nil, nil
+          for i = 0, nerr - 1 do
+            local text = vmdef.traceerr[i]:gsub("bytecode %%s", "bytecode %%d")
+            if text == c[1] then err = i end
+          end
+          n = err
+          if c[2]:sub(1, 3) == "bc " then info = number_of(vmdef.bcnames, c[2]:sub(4)); n = info
+          elseif c[2]:sub(1, 3) == "ir " then info = number_of(vmdef.irnames, c[2]:sub(4)); n = info
+          elseif c[2]:sub(1, 6) == "error " then err = c[2]:sub(7) end
+          local reason, raw, ident = trace.describe(err, info)
+          got[#got + 1] = {raw, reason, ident.reasonId, ident.reasonClass, ident.severity, n}
+        end
+        T.emit({got = got})
+    """.replace("T.rows", "(%s)" % lua_literal(rows)))
+    for row, got in zip(rows, out["got"]):
+        n = str(got[5])
+        assert got[:5] == [row[2].replace("#", n), row[3].replace("#", n), *row[4:7]], (row, got)
+    assert len(out["got"]) == len(rows)
 
 
 def lua_literal(v):

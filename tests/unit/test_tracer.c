@@ -174,42 +174,76 @@ static void check_reason(const char *what, const struct nupp_trace_event *e, con
 	check_str(name, severity, trace_site_severity(0, r.row));
 }
 
-static void test_reasons(lua_State *L)
+/* Split line at tabs into at most max fields (empty ones kept); how many. */
+static int split_tabs(char *line, char **f, int max)
+{
+	int n = 0;
+
+	line[strcspn(line, "\n")] = '\0';
+	for (char *p = line; n < max; ) {
+		f[n++] = p;
+		if (!(p = strchr(p, '\t')))
+			break;
+		*p++ = '\0';
+	}
+	return n;
+}
+
+/* text with each "#" replaced by n. */
+static const char *numbered(const char *text, int n, char *out, size_t outsz)
+{
+	size_t o = 0;
+
+	for (; *text && o + 12 < outsz; text++)
+		o += *text == '#' ? (size_t)snprintf(out + o, outsz - o, "%d", n) : (out[o] = *text, 1);
+	out[o] = 0;
+	return out;
+}
+
+/* Every case of tests/fixtures/trace_reasons.tsv (which the Lua API's test
+ * runs too): the event a probe would read for the abort, through
+ * abort_site__reason. */
+static void test_reasons(lua_State *L, const char *path)
 {
 	const struct lj_build *b = T.tg.src.b;
-	int nyibc = index_of(b->traceerr, b->ntraceerr, "NYI: bytecode %d");
-	int fnew = index_of(b->bcnames, b->nbcnames, "FNEW");
-	int before = T.failed;
-	struct nupp_trace_event e = { 0 };
-	char raw[64];
+	char line[1024], *f[7], raw[256], reason[256];
+	int before = T.failed, cases = 0;
+	FILE *in = fopen(path, "r");
 
-	if (nyibc < 0)
-		nyibc = index_of(b->traceerr, b->ntraceerr, "NYI: bytecode %s");
-	e.errobj = tv_num(nyibc);
-	e.errinfo = tv_num(fnew);
-	snprintf(raw, sizeof(raw), "NYI: bytecode %d", fnew);
-	check_reason("a bytecode the JIT lacks", &e, raw, "NYI: bytecode FNEW",
-		     "trace.nyi-bytecode.FNEW", "blocker", "warn");
+	check(in != NULL, "the reasons fixture opens", path, "no such file");
+	while (in && fgets(line, sizeof(line), in)) {
+		struct nupp_trace_event e = { 0 };
+		int err, n = 0;
 
-	e.errobj = tv_num(index_of(b->traceerr, b->ntraceerr, "leaving loop in root trace"));
-	e.errinfo = 0;
-	check_reason("leaving the loop", &e, "leaving loop in root trace", "leaving loop in root trace",
-		     "trace.leaving-loop", "stop", "info");
-
-	/* An error object: its message is the raw reason. */
-	lua_pushliteral(L, "app.lua:3: attempt to index a nil value");
-	e.errobj = (__u64)LJ_TSTR << 47 |
-		   ((__u64)(uintptr_t)lua_tostring(L, -1) - T.tg.src.b->layout.str_size);
-	strcpy(e.msg, lua_tostring(L, -1));
-	e.msglen = strlen(e.msg);
-	check_reason("an error while recording", &e, "app.lua:3: attempt to index a nil value",
-		     "error thrown or hook called during recording", "trace.recorder-error", "risk", "warn");
-	lua_pop(L, 1);
-
-	e = (struct nupp_trace_event){ .errobj = tv_num(b->ntraceerr + 3) };
-	snprintf(raw, sizeof(raw), "trace error %d", b->ntraceerr + 3);
-	check_reason("a reason the VM's tables lack", &e, raw, raw, "trace.unknown", "risk", "warn");
-	printf("%-4s reasons\n", T.failed > before ? "FAIL" : "ok");
+		if (line[0] == '#' || split_tabs(line, f, 7) != 7)
+			continue;
+		err = strcmp(f[0], "-") ? index_of(b->traceerr, b->ntraceerr, f[0]) : b->ntraceerr + 3;
+		if (err < 0 && !strcmp(f[0], "NYI: bytecode %d"))	/* the build writes %s */
+			err = index_of(b->traceerr, b->ntraceerr, "NYI: bytecode %s");
+		check(err >= 0, "the fixture's traceerr is the build's", f[0], "not in its table");
+		e.errobj = tv_num(err);
+		n = err;
+		if (!strncmp(f[1], "bc ", 3))
+			e.errinfo = tv_num(n = index_of(b->bcnames, b->nbcnames, f[1] + 3));
+		else if (!strncmp(f[1], "ir ", 3))
+			e.errinfo = tv_num(n = index_of(b->irnames, b->nirnames, f[1] + 3));
+		if (!strncmp(f[1], "error ", 6)) {	/* a string object of this VM */
+			lua_pushstring(L, f[1] + 6);
+			e.errobj = (__u64)LJ_TSTR << 47 |
+				   ((__u64)(uintptr_t)lua_tostring(L, -1) - b->layout.str_size);
+			snprintf(e.msg, sizeof(e.msg), "%s", f[1] + 6);
+			e.msglen = strlen(e.msg);
+		}
+		check_reason(f[0], &e, numbered(f[2], n, raw, sizeof(raw)),
+			     numbered(f[3], n, reason, sizeof(reason)), f[4], f[5], f[6]);
+		if (!strncmp(f[1], "error ", 6))
+			lua_pop(L, 1);
+		cases++;
+	}
+	if (in)
+		fclose(in);
+	check(cases >= 8, "the fixture's cases", ">= 8", cases >= 8 ? "so many" : "fewer");
+	printf("%-4s reasons (%s)\n", T.failed > before ? "FAIL" : "ok", path);
 }
 
 /* ---------------------------------------------------------------------------
@@ -286,20 +320,6 @@ static void test_counting(lua_State *L)
  * tests/lua_api/test_lua_api.py runs through the Lua API too
  */
 
-/* Split line at tabs into at most max fields (empty ones kept); how many. */
-static int split_tabs(char *line, char **f, int max)
-{
-	int n = 0;
-
-	line[strcspn(line, "\n")] = '\0';
-	for (char *p = line; n < max; ) {
-		f[n++] = p;
-		if (!(p = strchr(p, '\t')))
-			break;
-		*p++ = '\0';
-	}
-	return n;
-}
 
 static void test_site_rules(const char *path)
 {
@@ -351,7 +371,7 @@ int main(int argc, char **argv)
 	T.tg.src.pid = getpid();
 	T.tg.src.sym = symbolizer__new(T.tg.src.b, procmem__reader(&T.tg.src.pid));
 	test_locations(L);
-	test_reasons(L);
+	test_reasons(L, argc > 2 ? argv[2] : "tests/fixtures/trace_reasons.tsv");
 	test_counting(L);
 	test_site_rules(argc > 1 ? argv[1] : "tests/fixtures/trace_sites.tsv");
 	symbolizer__free(T.tg.src.sym);
