@@ -11,6 +11,7 @@
  *	sample({intervalMs, stackDepth}, add) -> {pause, resume, stop, sync}
  *	trace({includeBenign}, add) -> {pause, resume, stop, sync, recorder}
  *	recorder() -> {luajitRevision, luajitVersion} (no privileges needed)
+ *	writefile(name, text) -> true | nil, error (as the CLI writes -o: output.h)
  * add is called from the calling thread, at sync and at stop, for everything
  * recorded so far; trace sites come already described (reason, reasonId, ...)
  * with a count.
@@ -26,6 +27,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include "lj_target.h"
+#include "output.h"
 #include "privileges.h"
 #include "sampler.h"
 #include "trace.h"
@@ -410,11 +412,38 @@ static int l_recorder(lua_State *L)
 	return 1;
 }
 
+/* writefile(name, text) -> true, or nil and a one-line error: a report
+ * written as the CLI writes its outputs (never through a symlink planted at
+ * the name; an existing file kept as NAME.old). */
+static int l_writefile(lua_State *L)
+{
+	size_t len;
+	const char *name = luaL_checkstring(L, 1), *text = luaL_checklstring(L, 2, &len);
+	struct output out;
+	char err[PATH_MAX + 256];
+
+	if (output__open(&out, name, err, sizeof(err)))
+		goto fail;
+	if (fwrite(text, 1, len, out.f) != len) {
+		snprintf(err, sizeof(err), "cannot write %s: %s", name, strerror(errno));
+		output__discard(&out);
+		goto fail;
+	}
+	if (output__commit(&out, err, sizeof(err)))
+		goto fail;
+	lua_pushboolean(L, 1);
+	return 1;
+fail:
+	lua_pushnil(L);
+	lua_pushstring(L, err);
+	return 2;
+}
+
 int luaopen_nupp_profile_bpf(lua_State *L)
 {
 	static const luaL_Reg funcs[] = {
 		{ "available", l_available }, { "sample", l_sample }, { "trace", l_trace },
-		{ "recorder", l_recorder }, { NULL, NULL },
+		{ "recorder", l_recorder }, { "writefile", l_writefile }, { NULL, NULL },
 	};
 
 	luaL_newmetatable(L, SESSION_MT);

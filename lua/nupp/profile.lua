@@ -122,9 +122,21 @@ local function options(opts)
   return opts
 end
 
+-- A report file is written as the CLI writes its outputs (user/output.h),
+-- by the C module: to a new file of its own in the same directory, renamed
+-- over the name (an existing file kept as NAME.old), so that a symlink
+-- planted at the name is replaced, never followed. Where the C module is
+-- not installed (no BPF backend: nothing runs privileged), io.open writes it.
 local function writefile(filename, text)
   if filename == nil then return end
   if type(filename) ~= "string" then raise("filename must be a string", 3) end
+  local ok, bpf = pcall(require, "nupp.profile.bpf")
+  if ok and type(bpf) == "table" and bpf.writefile then
+    -- "-" is stdout to the CLI; here it is a file of that name.
+    local done, err = bpf.writefile(filename == "-" and "./-" or filename, text)
+    if not done then raise(err, 3) end
+    return
+  end
   local f, err = open(filename, "wb")
   if not f then raise("cannot write "..err, 3) end
   f:write(text)

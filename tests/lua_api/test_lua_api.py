@@ -949,6 +949,33 @@ def test_trace_site_rules_are_the_clis(tmp_path):
     assert out["order"] == [s["location"] + "|" + s["zonePath"] for s in order]
 
 
+def test_report_file_replaces_a_planted_symlink(tmp_path):
+    """stop(filename) writes as the CLI's -o does (user/output.c, through the
+    C module): a symlink planted at the name in a world-writable directory is
+    replaced, not followed; an existing file is kept as NAME.old."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)			# like /tmp
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (shared / "p.collapsed").symlink_to(victim)
+    (shared / "aborts.csv").write_text("earlier run\n")
+    out = run_lua(tmp_path, PRELUDE + """
+        local s = profile.sample({intervalMs = 1})
+        T.spin(0.05)
+        local r = s:stop("shared/p.collapsed")
+        local t = profile.trace()
+        t:stop("shared/aborts.csv")
+        T.emit({text = r.text})
+    """)
+    assert victim.read_text() == "precious\n", "stop() wrote through the symlink"
+    assert (shared / "p.collapsed").read_text() == out["text"] and out["text"]
+    assert (shared / "p.collapsed.old").is_symlink()
+    assert (shared / "aborts.csv.old").read_text() == "earlier run\n"
+    assert (shared / "aborts.csv").read_text().startswith("severity,count,reason,")
+    assert sorted(os.listdir(shared)) == ["aborts.csv", "aborts.csv.old", "p.collapsed", "p.collapsed.old"]
+
+
 def test_trace_reasons_are_the_clis(tmp_path):
     """The API names every abort of tests/fixtures/trace_reasons.tsv as the
     CLI's collector does (tests/unit/test_tracer.c runs the same file through
