@@ -200,10 +200,8 @@ static void hsl_hex(double h, double s, double l, char out[8])
 static void frame_color(const struct node *n, char out[8])
 {
 	const double *c = state_hsl[top_state(n->state)];
-	unsigned h = 2166136261u;
+	uint32_t h = fnv1a32(FNV1A32_INIT, n->name, strlen(n->name));
 
-	for (const char *s = n->name; *s; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
 	hsl_hex(c[0] + (int)(h % 9) - 4, c[1], c[2] + ((int)(h / 9 % 9) - 4) * 0.012, out);
 }
 

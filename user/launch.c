@@ -17,7 +17,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <linux/types.h>
 #include <sys/ptrace.h>
@@ -25,6 +24,7 @@
 #include <sys/wait.h>
 #include "launch.h"
 #include "session.h"
+#include "util.h"
 
 int launch__start(struct launch *l, char **argv, const struct rlimit *limit)
 {
@@ -165,12 +165,12 @@ static bool stop_child(struct launch *l, int *sig)
 
 bool launch__run_to_exec(struct launch *l, int *sig)
 {
-	struct timespec t0, now;
+	double t0;
 	int st, pending = 0;
 
 	if (ptrace(PTRACE_SETOPTIONS, l->child, NULL, (void *)PTRACE_O_TRACEEXEC))
 		return false;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = monotonic_s();
 	if (ptrace(PTRACE_CONT, l->child, NULL, NULL))
 		return false;
 	for (;;) {
@@ -189,9 +189,7 @@ bool launch__run_to_exec(struct launch *l, int *sig)
 		/* No exec within the wait, or a fork instead (a shell running its
 		 * script): stopped for the detach (or gone); its children are
 		 * followed from the polls on. */
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 >
-		    LAUNCH_EXEC_WAIT_MS || has_children(l->child)) {
+		if ((monotonic_s() - t0) * 1e3 > LAUNCH_EXEC_WAIT_MS || has_children(l->child)) {
 			stop_child(l, sig);
 			return false;
 		}

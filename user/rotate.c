@@ -23,14 +23,6 @@ struct rotate {
 	char (*names)[PATH_MAX];	/* the last o.keep files written, a ring */
 };
 
-static __u64 realtime_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
 struct rotate *rotate__open(const struct rotate_opts *o, char *err, size_t errsz)
 {
 	struct rotate *rt;

@@ -956,7 +956,6 @@ int session__run(const struct session_opts *o)
 	struct run r = { .o = o, .launched.release_fd = -1 };
 	struct sampler_load loading = { 0 };
 	struct sigaction sa = { .sa_handler = on_stop_signal };
-	struct timespec wall;
 	const char *why;
 	int ret = 1;
 
@@ -1011,8 +1010,7 @@ int session__run(const struct session_opts *o)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	describe_targets(&r);
-	clock_gettime(CLOCK_REALTIME, &wall);
-	r.started_ns = wall.tv_sec * 1000000000ULL + wall.tv_nsec;
+	r.started_ns = realtime_ns();
 	r.started = monotonic_s();
 	if (r.launched.child)
 		release(&r);

@@ -14,7 +14,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include <bpf/bpf.h>
@@ -54,7 +53,7 @@ struct tracer {
 	int ntg;
 	bool include_benign;
 	bool paused;
-	struct timespec started;
+	double started;			/* monotonic_s() at the open */
 	struct tr_site *sites;
 	size_t nsites, capsites;
 	unsigned long long total, blacklisted;
@@ -253,7 +252,7 @@ void tracer__profile(const struct lj_target *t, __u32 jit_flags, struct trace_pr
 {
 	const struct lj_build *b = lj_target__build(t);
 	bool b_tree = b->tree && !strcmp(b->tree, "luajit2");
-	__u32 h = 2166136261U;
+	__u32 h = FNV1A32_INIT;
 	size_t len = 0;
 
 	memset(out, 0, sizeof(*out));
@@ -278,8 +277,7 @@ void tracer__profile(const struct lj_target *t, __u32 jit_flags, struct trace_pr
 		char pad[8];
 
 		snprintf(pad, sizeof(pad), "%-6s", b->bcnames[i]);
-		for (const char *p = pad; *p; p++)
-			h = (h ^ (unsigned char)*p) * 16777619U;
+		h = fnv1a32(h, pad, strlen(pad));
 	}
 	snprintf(out->bytecode_schema, sizeof(out->bytecode_schema), "%08x", h);
 	appendf(out->id, sizeof(out->id), &len, "%s|%lld|%s|%s|", out->luajit_revision,
@@ -409,7 +407,7 @@ struct tracer *tracer__open(const struct tracer_opts *o, char *err, size_t errsz
 		snprintf(err, errsz, "failed to create the ring buffer reader: %s", strerror(errno));
 		goto fail;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &tr->started);
+	tr->started = monotonic_s();
 	return tr;
 fail:
 	tracer__close(tr);
@@ -539,12 +537,9 @@ static __u64 lost_events(struct tracer *tr)
 
 int tracer__report(struct tracer *tr, struct trace_report *out)
 {
-	struct timespec now;
-
 	memset(out, 0, sizeof(*out));
 	tracer__poll(tr, 0);
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	out->duration_sec = (now.tv_sec - tr->started.tv_sec) + (now.tv_nsec - tr->started.tv_nsec) / 1e9;
+	out->duration_sec = monotonic_s() - tr->started;
 	out->total_aborts = tr->total;
 	out->blacklisted = tr->blacklisted;
 	out->catalog_id = TRACE_REASONS_CATALOG_ID;

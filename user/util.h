@@ -18,6 +18,16 @@ static inline double monotonic_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Nanoseconds on CLOCK_REALTIME since the epoch: the wall-clock time a
+ * profile is stamped with, never a duration. */
+static inline uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
 /* Room for one more element in the array v (a pointer to its first), of
  * which n are used and cap allocated: realloc'ed to twice cap when full
  * (to first elements when empty), v and cap updated. 0, or -1 out of memory
@@ -45,6 +55,18 @@ static inline uint64_t fnv1a64(uint64_t h, const void *p, size_t n)
 {
 	for (const unsigned char *c = p; n--; c++)
 		h = (h ^ *c) * 0x100000001b3ULL;
+	return h;
+}
+
+#define FNV1A32_INIT 0x811c9dc5U
+
+/* FNV-1a, 32 bits, of n bytes at p, continuing from h (FNV1A32_INIT to
+ * start): the frame shades of the flame graph, and the bytecode schema that
+ * must match lua/nupp/profile/trace.lua's fnv1a32. */
+static inline uint32_t fnv1a32(uint32_t h, const void *p, size_t n)
+{
+	for (const unsigned char *c = p; n--; c++)
+		h = (h ^ *c) * 0x01000193U;
 	return h;
 }
 
