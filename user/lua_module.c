@@ -369,7 +369,7 @@ static void push_recorder(lua_State *L, const struct lj_target *t)
 {
 	struct trace_profile prof;
 
-	tracer__profile(t, 0, &prof);
+	trace_profile__fill(t, 0, &prof);
 	lua_createtable(L, 0, 2);
 	set_string(L, "luajitRevision", prof.luajit_revision);
 	lua_pushnumber(L, (lua_Number)prof.luajit_version);

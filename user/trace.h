@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * trace.h - the trace-abort collector (nupp-bpf trace).
+ * trace.h - the trace-abort collector (nupp-bpf trace): its BPF probes on
+ * LuaJIT's trace_abort(), their events, the sites they add up to.
  *
  * Open on one or more LuaJIT targets, poll while they run, then take a report:
  *
@@ -13,7 +14,7 @@
  *	trace_report__free(&r);
  *	tracer__close(tr);
  *
- * Sites are what profile.trace reports (AbortSite in the API contract); the
+ * Sites are what profile.trace reports (profile.AbortSite in the API); the
  * reasons are mapped through the catalog in catalog/trace-reasons.tsv.
  */
 #ifndef NUPP_TRACE_API_H
@@ -23,47 +24,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 #include "lj_target.h"
-
-#define TRACER_MAX_FEATURES 24
-
-/* profile.TraceProfile: the recorder configuration of one target. */
-struct trace_profile {
-	char id[512];			/* every field below joined by '|', as nupp.profile.trace does */
-	char luajit_revision[128];	/* registry package, or "external:<file>" */
-	long long luajit_version;	/* snapshot date from the package version, 0 unknown */
-	char architecture[16];		/* jit.arch: "x64" */
-	char operating_system[16];	/* jit.os: "Linux" */
-	const char *features[TRACER_MAX_FEATURES];	/* jit.status names, sorted */
-	int nfeatures;
-	char bytecode_schema[32];	/* FNV-1a 32 of jit.vmdef.bcnames, 8 hex digits */
-	bool supported;			/* a registry build the catalog was written for */
-};
-
-/* profile.AbortSite */
-struct trace_site {
-	const char *severity;		/* "blacklist", "warn" or "info" */
-	unsigned long long count;
-	char *reason;			/* traceerr text, opcode/IR names substituted; it
-					 * owns the block of the four strings below too */
-	char *reason_id;		/* catalog id, ".NAME" appended for NYI details */
-	const char *reason_class;	/* "blocker", "risk" or "stop" */
-	char *raw_reason;		/* the VM's text as jit.v prints it */
-	char *location;			/* "chunk:line" as jit.v prints it */
-	char *zone_path;		/* "" when no zone was open */
-};
-
-/* profile.TraceReport */
-struct trace_report {
-	double duration_sec;		/* wallclock seconds since tracer__open */
-	unsigned long long total_aborts;	/* events counted (benign ones only if asked) */
-	unsigned long long blacklisted;	/* blacklist events among them */
-	struct trace_site *sites;	/* by severity, then count desc */
-	size_t nsites;
-	struct trace_profile profile;	/* of the first target */
-	const char *catalog_id;
-	int catalog_version;
-	unsigned long long lost;	/* events the probe could not deliver */
-};
+#include "trace_report.h"
 
 struct tracer;
 
@@ -102,15 +63,8 @@ int tracer__poll(struct tracer *tr, int timeout_ms);
 void tracer__pause(struct tracer *tr, bool paused);
 
 /* The report so far (polls once first). 0 or -ENOMEM; free with
- * trace_report__free. */
+ * trace_report__free (trace_report.h). */
 int tracer__report(struct tracer *tr, struct trace_report *out);
-void trace_report__free(struct trace_report *r);
-
-/* sites as RFC 4180 CSV: header line, CRLF line ends. 0 or -errno. */
-int trace_report__write_csv(const struct trace_report *r, FILE *f);
-
-/* The TraceProfile of a target; jit_flags is J->flags (tracer__open reads it). */
-void tracer__profile(const struct lj_target *t, __u32 jit_flags, struct trace_profile *out);
 
 /* The probe's counters (enum nupp_trace_counter in bpf/trace.h). 0 or -errno. */
 int tracer__counters(struct tracer *tr, __u64 *out);

@@ -2,7 +2,7 @@
 /*
  * fuzz_writers.c - the two text writers, over names and zone paths the
  * fuzzer makes: profile__write_collapsed (user/profile.c) and the trace
- * aborts' CSV, trace_report__write_csv (user/trace.c). Names are arbitrary
+ * aborts' CSV, trace_report__write_csv (user/trace_report.c). Names are arbitrary
  * bytes, ';', '"', commas, CR, LF and all, as a target's chunknames, zone
  * paths and error messages may be; a NUL cuts one, as it cuts every C string
  * the writers take. Frame names come escaped, as the symbolizer renders them

@@ -7,7 +7,8 @@
  * builtin's name, a C function's address), what the reason is (the
  * traceerr text with its detail, the catalog's id, class and severity, an
  * error object's message, a reason the catalog lacks), and which aborts
- * count (benign ones only when asked, blacklistings always, as such).
+ * count (benign ones only when asked, blacklistings always, as such), and the
+ * report written as CSV (user/trace_report.c).
  *
  * Embeds the installed libluajit-5.1 (found in the registry by the SHA-256
  * of its .text, as test_symbolize does) and reads its objects through the
@@ -309,7 +310,7 @@ static void test_counting(lua_State *L)
 	check(s && !strcmp(s->severity, "warn") && !strcmp(s->reason_class, "blocker"),
 	      "a blocker counts, as warn", "warn blocker", s ? s->severity : "no site");
 	for (size_t i = 0; i < tr.nsites; i++)
-		site_free(&tr.sites[i].s);
+		trace_site__free(&tr.sites[i].s);
 	free(tr.sites);
 	lua_pop(L, 2);
 	printf("%-4s which aborts count\n", T.failed > before ? "FAIL" : "ok");
@@ -349,7 +350,7 @@ static void test_site_rules(const char *path)
 	struct trace_site sorted[16];
 	for (int i = 0; i < n; i++)
 		sorted[i] = sites[n - 1 - i];
-	qsort(sorted, n, sizeof(sorted[0]), cmp_site);
+	qsort(sorted, n, sizeof(sorted[0]), trace_site__cmp);
 	for (int i = 0; i < n; i++) {
 		snprintf(name, sizeof(name), "site %d in order", i);
 		check_str(name, sites[i].location, sorted[i].location);
@@ -358,6 +359,40 @@ static void test_site_rules(const char *path)
 	}
 	check(n == 8, "the fixture's eight order rows", "8", n == 8 ? "8" : "another number");
 	printf("%-4s site rules (%s)\n", T.failed > before ? "FAIL" : "ok", path);
+}
+
+/* The report as CSV (trace_report.c): RFC 4180, a field quoted only when it
+ * holds a comma, a quote, CR or LF, its quotes doubled, CRLF line ends. */
+static void test_csv(void)
+{
+	struct trace_site sites[2] = {
+		{ .severity = "blacklist", .count = 12, .reason_class = "blocker" },
+		{ .severity = "info", .count = 18446744073709551615ULL, .reason_class = "stop" },
+	};
+	struct trace_report r = { .sites = sites, .nsites = 2 };
+	const char *want =
+		"severity,count,reason,reasonId,reasonClass,rawReason,location,zonePath\r\n"
+		"blacklist,12,NYI: bytecode FNEW,trace.nyi-bytecode.FNEW,blocker,NYI: bytecode 51,"
+		"\"\"\"a,b\"\":3\",frame/jit\r\n"
+		"info,18446744073709551615,leaving loop in root trace,trace.leaving-loop,stop,"
+		"\"line\r\nbreak\",app.lua:7,\r\n";
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	int before = T.failed;
+
+	trace_site__set_strings(&sites[0], "NYI: bytecode FNEW", "trace.nyi-bytecode.FNEW",
+				"NYI: bytecode 51", "\"a,b\":3", "frame/jit");
+	trace_site__set_strings(&sites[1], "leaving loop in root trace", "trace.leaving-loop",
+				"line\r\nbreak", "app.lua:7", "");
+	check(f && !trace_report__write_csv(&r, f), "the CSV is written", "0", "an error");
+	if (f)
+		fclose(f);
+	check_str("the CSV", want, text ? text : "");
+	free(text);
+	for (int i = 0; i < 2; i++)
+		trace_site__free(&sites[i]);
+	printf("%-4s CSV\n", T.failed > before ? "FAIL" : "ok");
 }
 
 int main(int argc, char **argv)
@@ -374,6 +409,7 @@ int main(int argc, char **argv)
 	test_reasons(L, argc > 2 ? argv[2] : "tests/fixtures/trace_reasons.tsv");
 	test_counting(L);
 	test_site_rules(argc > 1 ? argv[1] : "tests/fixtures/trace_sites.tsv");
+	test_csv();
 	symbolizer__free(T.tg.src.sym);
 	lua_close(L);
 	printf("%d passed, %d failed\n", T.passed, T.failed);
