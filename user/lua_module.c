@@ -84,9 +84,9 @@ static void refresh_zones(struct lsession *s)
 	if (!zones__refresh(s->zones))
 		return;
 	if (s->sampler)
-		sampler__set_zones(s->sampler, s->target.pid, s->zones);
+		sampler__set_zones(s->sampler, &s->target, s->zones);
 	if (s->tracer)
-		tracer__set_zone_state(s->tracer, s->target.pid, zones__state_addr(s->zones));
+		tracer__set_zones(s->tracer, &s->target, s->zones);
 }
 
 static void *poll_loop(void *arg)
@@ -388,7 +388,7 @@ static int l_trace(lua_State *L)
 	lua_pop(L, 1);
 	s = session_new(L);
 	s->tracer = tracer__open(&(struct tracer_opts){ .include_benign = benign }, err, sizeof(err));
-	if (!s->tracer || tracer__add_target(s->tracer, &s->target, err, sizeof(err))) {
+	if (!s->tracer || tracer__add_target(s->tracer, &s->target, s->zones, err, sizeof(err))) {
 		session_close(s);
 		return luaL_error(L, "nupp.profile: %s", err);
 	}

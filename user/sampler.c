@@ -806,14 +806,18 @@ void sampler__before_vm(struct sampler *s, pid_t pid, __u64 vmless)
 		tg->before_vm = vmless;
 }
 
-void sampler__target_gone(struct sampler *s, pid_t pid)
+static void forget_target(struct sampler *s, struct target *tg)
 {
-	struct target *tg = target_of(s, pid);
-
-	if (!tg)
-		return;
 	tg->gone = true;
 	unlist(s, tg);
+}
+
+void sampler__remove_target(struct sampler *s, const struct lj_target *t)
+{
+	struct target *tg = target_of(s, t->pid);
+
+	if (tg)
+		forget_target(s, tg);
 }
 
 bool sampler__target_execed(struct sampler *s, pid_t pid)
@@ -826,7 +830,7 @@ bool sampler__target_execed(struct sampler *s, pid_t pid)
 	/* Stacks seen before the exec, while the symbolizer still knows the
 	 * process as it was (its caches; its memory is the new program's). */
 	sampler__poll(s);
-	sampler__target_gone(s, pid);
+	forget_target(s, tg);
 	/* The GC probe would fire in a new image that maps the same file,
 	 * next to the one the new target attaches. */
 	disable_walk_caches(tg, false);
@@ -834,9 +838,9 @@ bool sampler__target_execed(struct sampler *s, pid_t pid)
 	return true;
 }
 
-int sampler__set_zones(struct sampler *s, pid_t pid, struct zones *z)
+int sampler__set_zones(struct sampler *s, const struct lj_target *t, struct zones *z)
 {
-	struct target *tg = target_of(s, pid);
+	struct target *tg = target_of(s, t->pid);
 
 	if (!tg)
 		return -ESRCH;

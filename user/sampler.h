@@ -4,7 +4,7 @@
  * the targets' layouts, and turn its counts into a profile.
  *
  *	s = sampler__open(&opts, err, sizeof(err));
- *	sampler__add_target(s, &target, err, sizeof(err));
+ *	sampler__add_target(s, &target, zones, err, sizeof(err));	// and _remove_target
  *	while (running) sampler__wait(s, 10);		// symbolize new stacks
  *	... and every few ticks sampler__poll(s);	// age the caches too
  *	sampler__collect(s, &profile);			// counts so far
@@ -73,20 +73,20 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
  * to it. 0 or -errno. */
 int sampler__refresh_target(struct sampler *s, const struct lj_target *t);
 
-/* The process of pid exited: its slot stops matching, so that a process
- * that gets the pid next is not sampled as it; what was counted stays. */
-void sampler__target_gone(struct sampler *s, pid_t pid);
+/* t's process exited: its slot stops matching, so that a process that gets
+ * the pid next is not sampled as it; what was counted stays. */
+void sampler__remove_target(struct sampler *s, const struct lj_target *t);
 
 /* Did the process of pid execute another program since it was added? The
  * kernel stopped sampling it then (on_exec in bpf/sampler.bpf.c). When it
- * did, the stacks it left are taken in first, and the target is gone as by
- * sampler__target_gone: the pid can be added again for the new program. */
+ * did, the stacks it left are taken in first, and the target is removed as
+ * by sampler__remove_target: the pid can be added again for the new program. */
 bool sampler__target_execed(struct sampler *s, pid_t pid);
 
 
 /* Once the target's zone module is found (user/zones.h), samples carry the
  * zone path open in it; z stays the caller's. 0 or -errno. */
-int sampler__set_zones(struct sampler *s, pid_t pid, struct zones *z);
+int sampler__set_zones(struct sampler *s, const struct lj_target *t, struct zones *z);
 
 /* Suspend or resume recording; the timer keeps firing. */
 void sampler__pause(struct sampler *s, bool paused);

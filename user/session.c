@@ -322,13 +322,6 @@ fail:
 	return 0;
 }
 
-/* The zone state, found before the probe went on, to the trace channel. */
-static void trace_zones(struct run *r, struct place *pl)
-{
-	if (r->tracer && pl->zones && zones__state_addr(pl->zones))
-		tracer__set_zone_state(r->tracer, pl->pid, zones__state_addr(pl->zones));
-}
-
 /* The trace collector could not be opened (why in r->err): `trace` fails, the
  * default job goes on sampling. */
 static void tracer_failed(struct run *r)
@@ -358,14 +351,13 @@ static void open_tracer(struct run *r)
 	if (!tracing(r) || r->tracer || r->trace_failed || !tracer_ready(r))
 		return;
 	for (int i = 0; i < r->nplaces; i++)
-		if (tracer__add_target(r->tracer, &r->places[i]->t, r->err, sizeof(r->err))) {
+		if (tracer__add_target(r->tracer, &r->places[i]->t, r->places[i]->zones, r->err,
+				       sizeof(r->err))) {
 			tracer__close(r->tracer);
 			r->tracer = NULL;
 			tracer_failed(r);
 			return;
 		}
-	for (int i = 0; i < r->nplaces; i++)
-		trace_zones(r, r->places[i]);
 }
 
 /* Attach the trace collector to pl's process, found after the -p ones or
@@ -377,9 +369,9 @@ static void trace_target(struct run *r, struct place *pl)
 
 	if (!tracing(r) || r->trace_failed || !tracer_ready(r))
 		return;
-	if (!tracer__add_target(r->tracer, &pl->t, r->err, sizeof(r->err))) {
-		trace_zones(r, pl);
-	} else if (first) {
+	if (!tracer__add_target(r->tracer, &pl->t, pl->zones, r->err, sizeof(r->err)))
+		return;
+	if (first) {
 		tracer__close(r->tracer);
 		r->tracer = NULL;
 		tracer_failed(r);
@@ -416,9 +408,9 @@ static void retire(struct run *r, struct place *pl)
 {
 	pl->exited = true;
 	if (r->sampler && pl->attached)
-		sampler__target_gone(r->sampler, pl->pid);
+		sampler__remove_target(r->sampler, &pl->t);
 	if (r->tracer && pl->attached)
-		tracer__target_gone(r->tracer, pl->pid);
+		tracer__remove_target(r->tracer, &pl->t);
 }
 
 /* Did pl's attached process execute another program? Each channel stopped
@@ -498,9 +490,9 @@ static void refresh_zones(struct run *r, struct place *pl)
 	if (!z || !zones__refresh(z))
 		return;
 	if (r->sampler)
-		sampler__set_zones(r->sampler, pl->pid, z);
+		sampler__set_zones(r->sampler, &pl->t, z);
 	if (r->tracer)
-		tracer__set_zone_state(r->tracer, pl->pid, zones__state_addr(z));
+		tracer__set_zones(r->tracer, &pl->t, z);
 }
 
 static void status_line(struct run *r, bool clear)

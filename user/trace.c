@@ -26,6 +26,7 @@
 #include "abort_site.h"
 #include "trace.h"
 #include "util.h"
+#include "zones.h"
 
 
 /* One attached target process. */
@@ -187,11 +188,17 @@ static bool debug_frame_locations(const struct lj_target *t)
 	return when >= 1550807621ULL && when < 1696555301ULL;
 }
 
+/* The zone state's current path, as the probe reads it (0: none). */
+static __u64 zone_current(__u64 zone_state_addr)
+{
+	return zone_state_addr ? zone_state_addr + 4 : 0;	/* .current */
+}
+
 static int target_attach(struct tracer *tr, struct tr_target *tg, char *err, size_t errsz)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo);
 	const struct lj_target *t = tg->t;
-	struct nupp_trace_proc proc = { .lj = t->layout };
+	struct nupp_trace_proc proc = { .lj = t->layout, .zone_cur = zone_current(tg->src.zone_state) };
 	__u32 key = tg->src.pid;
 	__u64 sites[CODE_SITES_MAX_COPIES], offs[CODE_SITES_MAX_COPIES], J;
 	int nsites;
@@ -238,7 +245,8 @@ static int target_attach(struct tracer *tr, struct tr_target *tg, char *err, siz
 	return 0;
 }
 
-int tracer__add_target(struct tracer *tr, const struct lj_target *t, char *err, size_t errsz)
+int tracer__add_target(struct tracer *tr, const struct lj_target *t, struct zones *z,
+			char *err, size_t errsz)
 {
 	struct tr_target *tg = realloc(tr->tg, (tr->ntg + 1) * sizeof(*tg));
 
@@ -249,7 +257,7 @@ int tracer__add_target(struct tracer *tr, const struct lj_target *t, char *err, 
 	tr->tg = tg;
 	tg = &tr->tg[tr->ntg];
 	/* The reader reads t's pid, which stays where it is (tg moves). */
-	*tg = (struct tr_target){ .t = t, .src = { .pid = t->pid,
+	*tg = (struct tr_target){ .t = t, .src = { .pid = t->pid, .zone_state = z ? zones__state_addr(z) : 0,
 		.sym = symbolizer__new(lj_target__build(t), procmem__reader(&t->pid)) } };
 	if (!tg->src.sym) {
 		snprintf(err, errsz, "out of memory");
@@ -294,17 +302,18 @@ fail:
 	return NULL;
 }
 
-int tracer__set_zone_state(struct tracer *tr, pid_t pid, __u64 zone_state_addr)
+int tracer__set_zones(struct tracer *tr, const struct lj_target *t, struct zones *z)
 {
-	struct tr_target *tg = target_of(tr, pid);
+	struct tr_target *tg = target_of(tr, t->pid);
+	__u64 zone_state_addr = z ? zones__state_addr(z) : 0;
 	struct nupp_trace_proc proc;
-	__u32 key = pid;
+	__u32 key = t->pid;
 
 	if (!tg)
 		return -ESRCH;
 	if (bpf_map__lookup_elem(tr->skel->maps.procs, &key, sizeof(key), &proc, sizeof(proc), 0))
 		return -errno;
-	proc.zone_cur = zone_state_addr ? zone_state_addr + 4 : 0;	/* .current */
+	proc.zone_cur = zone_current(zone_state_addr);
 	/* BPF_EXIST: an exec since the lookup deleted the entry, and must
 	 * find it deleted (tracer__target_execed). */
 	if (bpf_map__update_elem(tr->skel->maps.procs, &key, sizeof(key), &proc, sizeof(proc), BPF_EXIST))
@@ -332,9 +341,9 @@ static void retire(struct tracer *tr, struct tr_target *tg)
 	tg->gone = true;
 }
 
-void tracer__target_gone(struct tracer *tr, pid_t pid)
+void tracer__remove_target(struct tracer *tr, const struct lj_target *t)
 {
-	struct tr_target *tg = target_of(tr, pid);
+	struct tr_target *tg = target_of(tr, t->pid);
 
 	if (tg)
 		retire(tr, tg);

@@ -25,6 +25,7 @@
 #include <sys/types.h>
 #include "lj_target.h"
 #include "trace_report.h"
+#include "zones.h"
 
 struct tracer;
 
@@ -37,23 +38,25 @@ struct tracer_opts {
 struct tracer *tracer__open(const struct tracer_opts *o, char *err, size_t errsz);
 
 /* Attach to a target (opened with lj_target__open; it must outlive the
- * tracer); the first one's build makes the report's profile. 0, or -1 with
- * a reason in err. */
-int tracer__add_target(struct tracer *tr, const struct lj_target *t, char *err, size_t errsz);
+ * tracer), its aborts carrying the zone path open in z (NULL: none) from
+ * the first; the first target's build makes the report's profile. 0, or -1
+ * with a reason in err. */
+int tracer__add_target(struct tracer *tr, const struct lj_target *t, struct zones *z,
+		       char *err, size_t errsz);
 
-/* The process of pid exited: its events so far are taken in, and a process
- * that gets the pid next is not taken for it. */
-void tracer__target_gone(struct tracer *tr, pid_t pid);
+/* t's process exited: its events so far are taken in, and a process that
+ * gets the pid next is not taken for it. */
+void tracer__remove_target(struct tracer *tr, const struct lj_target *t);
 
 /* Did the process of pid execute another program since it was added? The
  * kernel dropped its entry then (on_exec in bpf/trace.bpf.c). When it did,
- * it is gone as by tracer__target_gone and its probe is detached: the pid
+ * it is removed as by tracer__remove_target and its probe is detached: the pid
  * can be added again. */
 bool tracer__target_execed(struct tracer *tr, pid_t pid);
 
-/* Tell the probe where target pid keeps its nupp_zone_state (zone_state.h);
- * aborts then carry the zone path open when they happened. 0 or -errno. */
-int tracer__set_zone_state(struct tracer *tr, pid_t pid, __u64 zone_state_addr);
+/* The zone module of target t, found (or found again) after it was added:
+ * its aborts carry the zone path open when they happened. 0 or -errno. */
+int tracer__set_zones(struct tracer *tr, const struct lj_target *t, struct zones *z);
 
 /* Consume pending events, waiting up to timeout_ms; returns events read or
  * -errno. Call it often enough that aborted functions are still alive. */
