@@ -28,8 +28,9 @@ $(FUZZ_DIR)/obj/lj_builds.o: $(B)/gen/lj_builds.c user/lj_build.h bpf/lj_layout.
 # What each target links beyond its own file (the rest comes from libnupp.a).
 $(FUZZ_DIR)/fuzz_walk: $(FUZZ_DIR)/obj/lj_builds.o
 $(FUZZ_DIR)/fuzz_symbolize: $(FUZZ_DIR)/obj/symbolize.o $(FUZZ_DIR)/obj/lj_builds.o
-$(FUZZ_DIR)/fuzz_writers: $(patsubst %,$(FUZZ_DIR)/obj/%.o,profile keymap trace symbolize)
+$(FUZZ_DIR)/fuzz_writers: $(patsubst %,$(FUZZ_DIR)/obj/%.o,profile keymap trace_report symbolize)
 $(FUZZ_DIR)/fuzz_registry: $(FUZZ_DIR)/obj/lj_derive.o
+$(FUZZ_DIR)/fuzz_build_cache: $(FUZZ_DIR)/obj/build_cache.o
 
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_image.h $(B)/libnupp.a
 	$(call msg,LD,$@)

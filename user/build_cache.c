@@ -159,10 +159,19 @@ static int index_of_shown(const char *const *words, const char *w)
 	return w ? word_index(words, w) : -1;
 }
 
+/* A struct lj_code_sites read back as bytes holds what its users index and
+ * print without a check: abort_more's count, the reasons as one line each. */
+static bool sites_ok(const struct lj_code_sites *s)
+{
+	return s->abort_nmore >= 0 && s->abort_nmore < CODE_SITES_MAX_COPIES &&
+	       memchr(s->gc_why, '\0', sizeof(s->gc_why)) && !strchr(s->gc_why, '\n') &&
+	       memchr(s->abort_why, '\0', sizeof(s->abort_why)) && !strchr(s->abort_why, '\n');
+}
+
 /* One "cand" line into d->cands[d->ncands]. */
 static bool read_cand(const char *rest, struct lj_derived *d)
 {
-	char kind[16], from[32];
+	char kind[16] = "", from[32];	/* kind: not read by "variant N" lines */
 	int rev, var = -1, n = 0;
 	struct lj_candidate *c = &d->cands[d->ncands];
 	const struct lj_revision *r;
@@ -204,7 +213,7 @@ static bool read_line(struct entry *e, const struct build_key *k, char *line, in
 	if (!strcmp(line, "debug-file"))
 		return (*seen |= 4, !strcmp(rest, k->debug_file[0] ? k->debug_file : "-"));
 	if (!strcmp(line, "sites"))
-		return (*seen |= 8, unhex(rest, &e->sites, sizeof(e->sites)));
+		return (*seen |= 8, unhex(rest, &e->sites, sizeof(e->sites)) && sites_ok(&e->sites));
 	if (!strcmp(line, "derived")) {
 		if (sscanf(rest, "%31s %31s", w1, w2) != 2 || (a = word_index(forks, w1)) < 0 ||
 		    (b = word_index(sites_froms, w2)) < 0)
@@ -237,52 +246,71 @@ static bool read_line(struct entry *e, const struct build_key *k, char *line, in
 	return false;
 }
 
-static bool load(const struct build_key *k, struct entry *e)
+/* An entry's text, read from f line by line. */
+static bool parse(FILE *f, const struct build_key *k, struct entry *e)
 {
-	char path[4200], line[4096];
-	int seen = 0, fd;
+	char line[4096];
+	int seen = 0;
 	bool ok;
-	FILE *f;
 
 	memset(e, 0, sizeof(*e));
-	if (!cache_dir())
-		return false;
-	entry_path(k, path, sizeof(path));
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || !(f = fdopen(fd, "r"))) {
-		if (fd >= 0)
-			close(fd);
-		return false;
-	}
 	ok = fgets(line, sizeof(line), f) && !strcmp(line, MAGIC "\n");
 	while (ok && fgets(line, sizeof(line), f))
 		ok = read_line(e, k, line, &seen);
-	fclose(f);
 	return ok && seen == 15 && (!e->derived || e->d.ncands > 0);
 }
 
-bool build_cache__load_sites(const struct build_key *k, struct lj_code_sites *s)
+int build_cache__parse(FILE *f, const struct build_key *k, struct lj_code_sites *s, struct lj_derived *d)
 {
 	struct entry e;
 
-	if (!load(k, &e) || e.derived)
-		return false;
-	*s = e.sites;
-	return true;
-}
-
-bool build_cache__load_derived(const struct build_key *k, struct lj_derived *d)
-{
-	struct entry e;
-
-	if (!load(k, &e) || !e.derived)
-		return false;
+	if (!parse(f, k, &e))
+		return -1;
+	if (!e.derived) {
+		*s = e.sites;
+		return 0;
+	}
 	*d = e.d;
 	for (int i = 0; i < d->ncands; i++)
 		if (d->cands[i].layout == &e.d.dwarf)
 			d->cands[i].layout = &d->dwarf;
 	d->sites = e.sites;
-	return true;
+	return 1;
+}
+
+/* The cache's entry for k, parsed: as build_cache__parse, -1 when none. */
+static int load(const struct build_key *k, struct lj_code_sites *s, struct lj_derived *d)
+{
+	char path[4200];
+	int fd, ret;
+	FILE *f;
+
+	if (!cache_dir())
+		return -1;
+	entry_path(k, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || !(f = fdopen(fd, "r"))) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	ret = build_cache__parse(f, k, s, d);
+	fclose(f);
+	return ret;
+}
+
+bool build_cache__load_sites(const struct build_key *k, struct lj_code_sites *s)
+{
+	struct lj_derived d;
+
+	return load(k, s, &d) == 0;
+}
+
+bool build_cache__load_derived(const struct build_key *k, struct lj_derived *d)
+{
+	struct lj_code_sites s;
+
+	return load(k, &s, d) == 1;
 }
 
 /* --- writing ------------------------------------------------------------- */

@@ -18,6 +18,7 @@
 #define NUPP_BUILD_CACHE_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include "code_sites.h"
 #include "lj_derive.h"
 
@@ -39,6 +40,12 @@ void build_cache__store_derived(const struct build_key *k, const struct lj_deriv
 /* A registry build's probe sites. */
 bool build_cache__load_sites(const struct build_key *k, struct lj_code_sites *s);
 void build_cache__store_sites(const struct build_key *k, const struct lj_code_sites *s);
+
+/* The text of a cache entry, read from f as the loads above read the file,
+ * for the build k: 0 for a registry build's entry (its sites in *s), 1 for
+ * a derived build's (in *d, its sites in d->sites, a DWARF candidate's
+ * layout &d->dwarf), -1 when it is not a valid entry of k (nothing written). */
+int build_cache__parse(FILE *f, const struct build_key *k, struct lj_code_sites *s, struct lj_derived *d);
 
 /* Forget the build: what was cached did not verify. */
 void build_cache__drop(const struct build_key *k);
