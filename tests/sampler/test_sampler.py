@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import (BUILDS, JP_ARGS, LUAJIT_ROOT, Nupp, ROOT, STOCK_LUAJIT, StealLog, frames, max_depth,
+from helpers import (BUILDS, JP_ARGS, LUAJIT_ROOT, Nupp, ROOT, Run, STOCK_LUAJIT, StealLog, frames, max_depth,
                       parse_jp_states, parse_truth, share, top, total, workload)
 
 FREQ = 997
@@ -458,9 +458,9 @@ def test_launch_follows_a_wrapper_script(nupp):
 def test_launch_follows_past_a_zombie(nupp, tmp_path):
     """The command leaves a child unreaped (a zombie in its children list),
     then starts `luajit early.lua 0.3 0.5` 1 s later: the zombie is not
-    followed (it used to be added again at each poll until every place was
-    taken, and the luajit was never profiled); the luajit is (see
-    started_child_samples)."""
+    followed and the luajit is (see started_child_samples). Guards against
+    adding the zombie again at each poll until every place is taken, so
+    that the luajit is never profiled."""
     starter = tmp_path / "starter.py"
     starter.write_text("import subprocess, sys, time\n"
                        "time.sleep(1)\n"
@@ -478,7 +478,7 @@ def test_launch_ignores_children_until_they_exec(nupp):
     30 ms, then exec /bin/true: none that lived less than a poll (100 ms,
     fork to reap as the parent measured it in this run) is taken for a
     LuaJIT process (a child is identified once its code has stood still for
-    a poll). The build before took 6-7 of them for LuaJIT in each run."""
+    a poll). Guards against identifying a child before it has exec'd."""
     run = nupp.launch(STOCK_LUAJIT, workload("execchurn.lua"))
     assert run.returncode == 0 and run.stdout.endswith("done 30\n"), run
     lived = {int(m[1]): int(m[2]) for m in re.finditer(r"^child (\d+) (\d+)$", run.stdout, re.M)}
@@ -507,26 +507,39 @@ def test_launch_follows_forked_workers(nupp):
 
 
 @pytest.mark.parametrize("n", [12, 72])
-def test_launch_many_workers_on_one_stack(nupp, n):
-    """sameworkers.lua forks n workers that wait 1 s (nupp-bpf finds them
-    meanwhile: 72 take it ~0.7 s, when they do not compete with it for the
-    CPUs), then spin in work() for 0.2 s of CPU each. Forked, they run the
+def test_launch_many_workers_on_one_stack(nupp, tmp_path, n):
+    """sameworkers.lua forks n workers that wait until nupp-bpf has said it
+    records every one of them (the test then creates the file they wait
+    for; a worker polls for it every 10 ms), then spin in work() for 0.2 s
+    of CPU each. Forked, they run the
     same code at the same addresses, so their stacks hash alike. Each
     worker's samples are its own ([pid/tid ...] frames of --threads),
     85-110 % of 997 per CPU second it ran, and at most 1 % of all samples
     are unresolved (the upper bound widened by the steal time measured over
-    each worker's own window). With 12: the build before started every such stack's
-    search for a counting slot at the same place, and from the ninth worker
-    on every sample was lost as "stack map full". With 72: the 73 processes
-    outnumber the 64 places the sampler finds by a scan (the rest by a
-    lookup); the build before profiled 64 and left the rest out with a
-    note."""
-    steal = StealLog()
+    each worker's own window). With 12: guards the search for a counting
+    slot, which must not start at the same place for every such stack (from
+    the ninth worker on, every sample would be lost as "stack map full").
+    With 72: the 73 processes outnumber the 64 places the sampler finds by a
+    scan (the rest by a lookup); every one must be profiled."""
+    go = tmp_path / "go"
+    steal, t0 = StealLog(), time.monotonic()
     try:
-        run = nupp.launch(STOCK_LUAJIT, workload("sameworkers.lua"), n, 0.2, 1,
-                          extra=["--threads"], timeout=120)
+        p, out = nupp.start(["record", "-F", FREQ, "--threads", "--",
+                             *STOCK_LUAJIT.command(workload("sameworkers.lua"), n, 0.2, go)])
+        err, recorded = [], set()
+        for line in p.stderr:		# until every worker is recorded
+            err.append(line)
+            if re.match(r"nupp-bpf: recording PID \d+: .*, a child of PID", line):
+                recorded.add(line)
+                if len(recorded) == n:
+                    go.touch()
+                    break
+        o, e = p.communicate(timeout=120)
     finally:
+        go.touch()
         steal.close()
+    run = Run(p.args, p.returncode, o, "".join(err) + e, out, steal.share(t0, time.monotonic()))
+    assert len(recorded) == n, run
     assert run.returncode == 0 and run.stdout.endswith("workers done\n"), run
     assert "processes to follow" not in run.stderr, run
     truth = {int(pid): cpu for pid, cpu in parse_truth(run.stdout).items()}
@@ -542,7 +555,8 @@ def test_launch_many_workers_on_one_stack(nupp, n):
         if pid not in truth:
             continue			# the master, forking
         per_pid[pid] = per_pid.get(pid, 0) + count
-        in_work[pid] = in_work.get(pid, 0) + count * ("sameworkers.lua:work" in frames(m[4]))
+        in_work[pid] = in_work.get(pid, 0) + count * any(
+            f in ("sameworkers.lua:work", "sameworkers.lua:wait_to_work") for f in frames(m[4]))
     assert set(per_pid) == set(truth), (sorted(per_pid), sorted(truth))
     for pid, cpu in truth.items():
         # Steal while this worker ran adds samples (its CPU time leaves it
@@ -552,7 +566,7 @@ def test_launch_many_workers_on_one_stack(nupp, n):
             f"worker {pid}: {per_pid[pid]} samples for {cpu:.2f} CPU seconds " \
             f"(steal {100 * st:.1f} % meanwhile):\n{run}"
         assert in_work[pid] >= 0.97 * per_pid[pid], \
-            f"worker {pid}: {in_work[pid]} of {per_pid[pid]} samples in work():\n{run}"
+            f"worker {pid}: {in_work[pid]} of {per_pid[pid]} samples in work() or its wait:\n{run}"
 
 
 def test_launch_keeps_the_fd_limit(nupp):
@@ -805,9 +819,9 @@ def test_names_of_a_closed_vm(nupp, target, lua_build_ready, build_name):
     that VM's stacks after their bytecode is gone from a live process: from
     what the BPF program captured at each one's first sample, the call
     sites included (inner, a local, by the caller's variable names; clock
-    by its string constant). The build before the site capture counted all
-    of them as "target gone before symbolization"; the one before that
-    wrote them with [unknown] frames. On Debian's luajit, its luajit2
+    by its string constant). Guards against counting them as "target gone
+    before symbolization" (call sites not captured) or writing them with
+    [unknown] frames (nothing captured). On Debian's luajit, its luajit2
     (OpenResty's, bytecode numbered otherwise) and sid's (in a container,
     which sees the repository: the flag file lies in it)."""
     flag = ROOT / "build" / "tests" / f"vmclose-{os.getpid()}-{build_name}"
@@ -967,7 +981,8 @@ def test_root_cuts_and_merges(root_runs):
             assert f[0].startswith("rootmod.lua:"), f"not cut back to rootmod.lua: {stack}"
             assert "root.lua:via_a" not in f and "root.lua:via_b" not in f, stack
     # A sample in via_a/via_b's own few instructions has no rootmod.lua frame
-    # and is kept whole, as the spec says; there is little such time.
+    # and is kept whole (a stack with no frame of the root is not cut);
+    # there is little such time.
     kept = share(cut.rows, lambda f: f[-1] in ("root.lua:via_a", "root.lua:via_b"))
     assert kept <= 0.02, cut.output.read_text()
     got = 100 * share(cut.rows, lambda f: f[0] == "rootmod.lua:run")

@@ -2,8 +2,9 @@
 -- an nginx master's workers all run the same handlers: forked, they hold
 -- the same code at the same addresses, so all their stacks are alike.
 --   luajit sameworkers.lua N SECONDS [WAIT]
--- Each worker sleeps WAIT seconds (default 0), so that a profiler can find
--- them all before they work, spends SECONDS of CPU time in work(), then prints
+-- Each worker waits before it works, so that a profiler can find them all
+-- first: WAIT seconds (default 0), or, when WAIT is not a number, until a
+-- file of that name exists (at most a minute). It then spends SECONDS of CPU time in work(), then prints
 -- `truth PID CPU-SECONDS` (its os.clock time, all of its own CPU time since
 -- the fork but for an instant) and `window PID START END` (CLOCK_MONOTONIC
 -- seconds around its work, so that a test can tell what the host did
@@ -25,7 +26,16 @@ local function monotonic()
   return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
 end
 local clock = os.clock
-local n, seconds, wait = tonumber(arg[1]), tonumber(arg[2]), tonumber(arg[3]) or 0
+local n, seconds, wait = tonumber(arg[1]), tonumber(arg[2]), arg[3] or 0
+
+local function wait_to_work()
+  if tonumber(wait) then return ffi.C.usleep(tonumber(wait) * 1e6) end
+  for _ = 1, 6000 do
+    local f = io.open(wait)
+    if f then return f:close() end
+    ffi.C.usleep(10000)
+  end
+end
 
 local function work(deadline)
   local s = 0
@@ -39,7 +49,7 @@ for i = 1, n do
   local pid = ffi.C.fork()
   assert(pid >= 0, "fork failed")
   if pid == 0 then
-    ffi.C.usleep(wait * 1e6)
+    wait_to_work()
     local t0 = monotonic()
     local sink = work(clock() + seconds)	-- a child's CPU time starts at 0
     local pid = ffi.C.getpid()
