@@ -113,12 +113,11 @@ struct dump {
 };
 
 /* Fresh memory is dear on a virtual machine that shadows the guest's page
- * tables: the first touch of each 4 KiB page costs tens of us (measured on
- * the 2-CPU test machine: 7 MiB copied into fresh pages in 75-95 ms, into
- * transparent huge pages in 2-13 ms). Loading the sampler has libbpf read
- * the kernel's BTF (6.6 MiB there) into fresh memory and copy it into more,
- * which made 45 % of a dump's CPU time. So the heap is grown once, asked to
- * be backed by huge pages, and kept: allocations below HEAP_BYTES come from
+ * tables: the first touch of each 4 KiB page costs tens of us, and a huge
+ * page is touched once for 512 of them. Loading the sampler has libbpf read
+ * the kernel's BTF (megabytes) into fresh memory and copy it into more, a
+ * large part of a dump's CPU time. So the heap is grown once, asked to be
+ * backed by huge pages, and kept: allocations below HEAP_BYTES come from
  * it. Where huge pages are off, nothing is lost. */
 static void heap_in_huge_pages(void)
 {

@@ -1,5 +1,15 @@
 // SPDX-License-Identifier: MIT
-/* lj_target.c - find and identify the LuaJIT inside a target process. */
+/*
+ * lj_target.c - find and identify the LuaJIT inside a target process
+ * (lj_target.h).
+ *
+ * Each executable file mapping is opened (through map_files, or the
+ * process's root) and checked: a registry build by its .text digest, any
+ * other LuaJIT described from its own file (lj_derive.c) once per build and
+ * through the build cache, its probe sites decoded again before use. Its
+ * VMs are then found by scanning the process's anonymous writable memory
+ * for a GG_State that verifies, which also picks a derived build's layout.
+ */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>

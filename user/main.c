@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * nupp-bpf - eBPF profiler for LuaJIT programs.
+ * main.c - the nupp-bpf command line.
+ *
+ * Parses the options (argp) into struct session_opts, checks that they go
+ * together (a one-line usage error, exit 2, when not), and hands the run to
+ * the command asked for: inspect, dump, or a session (session.c) for
+ * record, trace, top and the default job of both channels.
  *
  *	nupp-bpf record -p PID [-F HZ | -i MS] [-d SEC] [-o FILE] ...
  *	nupp-bpf record [options] -- CMD ARGS...

@@ -1,5 +1,15 @@
 // SPDX-License-Identifier: MIT
-/* profile.c - the aggregated profile and its collapsed-stack rendering (profile.h). */
+/*
+ * profile.c - the aggregated profile and its collapsed-stack rendering
+ * (profile.h).
+ *
+ * Frames are kept once per profile, keyed by all their fields, and grouped
+ * into functions (name, file, first line) for the formats that want them;
+ * a row holds its frames' indexes, its text and its counts by VM state.
+ * Rendering keeps the rows under --zone, adds thread and zone frames where
+ * asked, cuts stacks back to --root, merges rows of one text by sorting
+ * them, and orders the lines by count.
+ */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -381,8 +391,8 @@ long profile__write_collapsed(const struct profile *p, const struct render_opts 
 		int at = sizeof(count);
 		__u64 v = c.lines[i].count;
 
-		/* The count by hand: a printf per line was a third of the
-		 * time a large profile took to write. */
+		/* The count by hand: a printf per line would take about a
+		 * third of the time a large profile takes to write. */
 		count[--at] = '\n';
 		do
 			count[--at] = '0' + v % 10;

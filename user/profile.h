@@ -8,7 +8,7 @@
  * kept once per profile with what the richer formats need (the chunk and
  * first line of a Lua function, the address and mapped file of a C one),
  * and its text: the frames' names joined by ';', as collapsed stacks show
- * them. Rendering merges rows into the spec's SampleReport text: outermost
+ * them. Rendering merges rows into the report's text form: outermost
  * frame first, ';' between frames, a space, the count; lines by count
  * descending, then by stack. The profile also says what it is of (a title,
  * when and how long it was recorded, the sampling period) for the formats

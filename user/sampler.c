@@ -1,5 +1,14 @@
 // SPDX-License-Identifier: MIT
-/* sampler.c - the sampling channel's userspace side. */
+/*
+ * sampler.c - the sampling channel's userspace side (sampler.h).
+ *
+ * Loads bpf/sampler.bpf.c and starts its timers (cpu-clock events or the
+ * scheduler tick); lists each target in the mapped procs map, changed only
+ * in place; attaches the GC-cycle probe that keeps the walk caches sound,
+ * and the VM-start probe; names each new stack the ring announces, from the
+ * memory its record carries or from the process, compiled frames through
+ * their trace; and reads the counts table in place into a profile.
+ */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdarg.h>
@@ -137,10 +146,10 @@ static void *destroy_link(void *link)
 	return NULL;
 }
 
-/* Destroying a uprobe link waits for RCU grace periods (~0.1 s here, 0.26 s
- * seen): on a thread of its own, so that the session goes on naming new
- * stacks meanwhile (a GC-heavy program of 0.5 s lost its last 258 ms of new
- * stacks to one removal: its memory was gone when the wait ended). */
+/* Destroying a uprobe link waits for RCU grace periods (~0.1 s): on a
+ * thread of its own, so that the session goes on naming new stacks
+ * meanwhile; a short program's last new stacks would otherwise wait out the
+ * removal, and its memory be gone when the wait ends. */
 static void destroy_link_aside(struct bpf_link *link)
 {
 	pthread_attr_t attr;

@@ -519,9 +519,9 @@ static void status_line(struct run *r, bool clear)
  * creates its VM first thing, and its first work (the loader parsing the
  * main chunk, a large allocation) is C code, where r14 is not DISPATCH:
  * until the VM is found or a sample in the interpreter names it, a sample
- * there finds no VM. Scanning every poll (100 ms) lost 4-36 samples of each
- * launch of tests/corpus/ so; a scan at start-up reads well under a
- * megabyte. */
+ * there finds no VM. Scanning only at each poll (100 ms) would leave a
+ * launch's first samples without one; a scan at start-up reads well under a
+ * megabyte, so scanning often then is cheap. */
 #define FAST_SCANS	100
 
 static bool vm_awaited(const struct place *pl)

@@ -1,5 +1,13 @@
 // SPDX-License-Identifier: MIT
-/* top.c - the live view of `nupp-bpf top` (top.h). */
+/*
+ * top.c - the live view of `nupp-bpf top` (top.h).
+ *
+ * Each second it takes the sampler's counts of the interval just ended and
+ * the aborts the trace channel reported since, counts each function's self
+ * and total samples, and shows them: drawn in place on a terminal's
+ * alternate screen, else printed as a block of plain text. Keys, read
+ * unechoed every few ticks, change the sort or quit.
+ */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,8 +27,9 @@
 #define RECENT		32	/* abort lines remembered */
 #define RECENT_SHOWN	5	/* of which shown on the screen */
 #define PLAIN_ROWS	15	/* functions in a plain-text block */
-#define KEY_TICKS	5	/* keys are read every 5th tick (50 ms): a read of
-				 * the terminal each 10 ms was a tenth of top's cost */
+#define KEY_TICKS	5	/* keys are read every 5th tick (50 ms): soon
+				 * enough for a key press, and a read of the
+				 * terminal each tick costs top much of its CPU */
 
 enum top_sort {
 	SORT_SELF,		/* s, P: self share in the last interval */

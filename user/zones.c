@@ -1,5 +1,13 @@
 // SPDX-License-Identifier: MIT
-/* zones.c - the zone paths of a target process. */
+/*
+ * zones.c - the zone paths of a target process (zones.h).
+ *
+ * Looks through the files the target maps, each once, for the symbol
+ * nupp_zone_state, checks its magic in the target's memory, and opens the
+ * gate by attaching bpf/zones.bpf.c to the USDT probe nupp:zone in that
+ * file. Zone ids are then named by the paths in the target's table, each
+ * read once and kept.
+ */
 #define _GNU_SOURCE
 #include <limits.h>
 #include <stdio.h>

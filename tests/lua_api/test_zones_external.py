@@ -121,10 +121,10 @@ def test_gc_epoch_only_moves_on(privileged, tmp_path):
     after 1.5 s of CPU; `nupp-bpf record -p PID --zones -d 3` attaches at
     0.3 s. The target's GC epoch in the sampler's procs map, read every
     50 ms, only ever moves on (by at least 60 cycles over the session), and
-    samples carry the zone. Handing the zone module to the sampler used to
-    rewrite the target's whole entry, GC epoch included, with the epoch of
-    the attach, some 50 cycles back: the walk caches then took entries made
-    since (possibly of code freed since) for valid again."""
+    samples carry the zone. Guards against handing the zone module to the
+    sampler by rewriting the target's whole entry, GC epoch included, with
+    the epoch of the attach, some 50 cycles back: the walk caches would then
+    take entries made since (possibly of code freed since) for valid again."""
     out = tmp_path / "z.collapsed"
     target = subprocess.Popen(["/usr/bin/luajit", str(ROOT / "tests/workloads/gclatezone.lua"),
                                "4", "1.5"], stdout=subprocess.PIPE, text=True, env=LUA_ENV)
@@ -170,7 +170,7 @@ def test_zones_from_the_first_sample(privileged, tmp_path):
             by_zone[m[1] if m else ""] = by_zone.get(m[1] if m else "", 0) + n
         assert sum(by_zone.values()) > 1000, by_zone
         # Between a leave and the next enter lie a few ns: a sample or two
-        # may fall there; the build before lost every sample before its
+        # may fall there. Guards against losing every sample before the
         # first poll (up to 100 ms: tens of samples).
         assert by_zone.get("", 0) <= 2, f"samples without their zone: {by_zone}"
         assert set(by_zone) <= {"", "a", "b"}, by_zone

@@ -4,7 +4,7 @@
 The collector's own exactness against jit.attach is tested in test_trace.py
 (through its test driver); here the CLI is: launch mode catches every abort of
 a short program even when LuaJIT sits in a shared library (it attaches at the
-program's entry point), the CSV is what the spec's AbortSite rows are, and the
+program's entry point), the CSV holds the API's AbortSite rows, and the
 default job writes all three outputs.
 """
 import csv
@@ -137,8 +137,8 @@ def test_default_job_follows_an_exec(privileged, tmp_path):
     executes the stock luajit2 (another build, another layout) on a part
     whose loop creates a closure (NYI: FNEW): both channels take the new
     program on, so its aborts are collected at their exact line and its
-    function is sampled. The build before kept only the old probe, on a
-    file the new program does not map: it collected no abort."""
+    function is sampled. Guards against keeping only the old probe, on a
+    file the new program does not map, which collects no abort."""
     script = ROOT / "tests" / "workloads" / "execself.lua"
     luajit2 = BUILDS["stock-luajit2"].argv[0]
     p = subprocess.run([str(NUPP), "-F", "997", "-o", str(tmp_path / "x"), "--",
@@ -204,8 +204,9 @@ def test_probes_removed_after_exit(privileged, tmp_path, target):
     waits ~0.1 s in the kernel, so a child of nupp-bpf removes them after
     it has written everything and exited: right after the exit, another
     nupp-bpf process lives, exiting (its exit releases the probes, and its
-    descriptors are no longer listed then); the build before removed all 14
-    before it exited. Within 30 s no nupp-bpf process is left, and with it
+    descriptors are no longer listed then); guards against nupp-bpf removing
+    them itself, one wait after another, before it exits. Within 30 s no
+    nupp-bpf process is left, and with it
     no probe; the workers, which ran on, are unharmed."""
     n = 6
     t = target(STOCK_LUAJIT, ROOT / "tests" / "workloads" / "sameworkers.lua", n, 2,
