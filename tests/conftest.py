@@ -64,7 +64,7 @@ def earlier_probes_removed():
 
 def _privilege_problem():
     if os.geteuid() != 0:
-        return "the BPF tests must run as root (they load BPF programs for real); run `sudo make test`"
+        return "the BPF tests must run as root (they load BPF programs for real); run `make test` as root"
     if not BTF.exists():
         return f"the kernel has no BTF ({BTF} is missing); nupp-bpf needs CONFIG_DEBUG_INFO_BTF"
     if not NUPP.exists():
