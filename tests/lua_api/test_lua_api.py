@@ -1016,6 +1016,27 @@ def test_trace_reasons_are_the_clis(tmp_path):
     assert len(out["got"]) == len(rows)
 
 
+def test_trace_csv_is_the_clis(tmp_path):
+    """The API writes a report's sites as CSV byte for byte as the CLI does:
+    the two sites of tests/fixtures/trace_report.csv (tests/unit/test_tracer.c
+    writes the same two through user/trace_report.c): a field quoted only
+    when it must be, its quotes doubled, CRLF inside a field and at line ends,
+    a count past 32 bits."""
+    out = run_lua(tmp_path, PRELUDE + """
+        local trace = require("nupp.profile.trace")
+        T.emit({csv = trace.csv({
+          { severity = "blacklist", count = 12, reason = "NYI: bytecode FNEW",
+            reasonId = "trace.nyi-bytecode.FNEW", reasonClass = "blocker",
+            rawReason = "NYI: bytecode 51", location = '"a,b":3', zonePath = "frame/jit" },
+          { severity = "info", count = 12884901888, reason = "leaving loop in root trace",
+            reasonId = "trace.leaving-loop", reasonClass = "stop",
+            rawReason = "line\\r\\nbreak", location = "app.lua:7", zonePath = "" },
+        })})
+    """)
+    want = (Path(__file__).parent.parent / "fixtures" / "trace_report.csv").read_bytes().decode()
+    assert out["csv"] == want
+
+
 def lua_literal(v):
     """A Python value of strings, ints, lists and dicts as a Lua constructor."""
     if isinstance(v, dict):
