@@ -815,18 +815,14 @@ void sampler__before_vm(struct sampler *s, pid_t pid, __u64 vmless)
 		tg->before_vm = vmless;
 }
 
-static void forget_target(struct sampler *s, struct target *tg)
-{
-	tg->gone = true;
-	unlist(s, tg);
-}
-
 void sampler__remove_target(struct sampler *s, const struct lj_target *t)
 {
 	struct target *tg = target_of(s, t->pid);
 
-	if (tg)
-		forget_target(s, tg);
+	if (!tg)
+		return;
+	tg->gone = true;
+	unlist(s, tg);
 }
 
 bool sampler__target_execed(struct sampler *s, pid_t pid)
@@ -839,7 +835,7 @@ bool sampler__target_execed(struct sampler *s, pid_t pid)
 	/* Stacks seen before the exec, while the symbolizer still knows the
 	 * process as it was (its caches; its memory is the new program's). */
 	sampler__poll(s);
-	forget_target(s, tg);
+	sampler__remove_target(s, tg->t);
 	/* The GC probe would fire in a new image that maps the same file,
 	 * next to the one the new target attaches. */
 	disable_walk_caches(tg, false);

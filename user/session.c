@@ -2,8 +2,9 @@
 /*
  * session.c - one run of nupp-bpf, from its targets to its end.
  *
- * The session follows processes (struct place): the -p targets, or the
- * launched command (launch.c), and the processes they start and execute.
+ * The session follows processes (targets.c, a place each): the -p targets,
+ * or the launched command (launch.c), and the processes they start and
+ * execute.
  * Each one that holds LuaJIT is identified (lj_target.h) and handed to both
  * channels, the sampler and the trace-abort collector. Then it polls: every
  * 10 ms the channels' events, every 100 ms the processes (exits, execs, new
@@ -13,7 +14,6 @@
  * removal to a child (detach.c).
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -31,11 +31,11 @@
 #include "session.h"
 #include "session_files.h"
 #include "summary.h"
+#include "targets.h"
 #include "top.h"
 #include "trace.h"
 #include "util.h"
 #include "zones.h"
-#include "../bpf/places.h"
 
 #define TICK_MS		10	/* trace events are drained this often */
 #define POLL_TICKS	10	/* poll the targets every 100 ms */
@@ -79,37 +79,10 @@ void session__note(const char *fmt, ...)
 	va_end(ap);
 }
 
-/* A process the session follows: a -p target, the launched command, or one
- * found later (a child of one, or a process after its exec). */
-struct place {
-	struct lj_target t;
-	struct zones *zones;
-	pid_t pid;
-	pid_t parent;			/* of a process followed as a child, else 0 */
-	unsigned long long start;	/* procmem__start_time: with the pid, which
-					 * process it is */
-	bool identified;		/* LuaJIT found in it */
-	bool attached;
-	unsigned fast_scans;		/* VM scans made a millisecond apart */
-	unsigned next_scan;		/* tick of the next VM scan after those, */
-	unsigned scan_every;		/* ticks after the last one */
-	__u64 code_seen;		/* lj_target__code_digest, last seen */
-	bool code_tried;		/* identified with that code, in vain */
-	bool exited;			/* or, one found later, left out */
-	bool execed;			/* exited so: it executed another program
-					 * (followed on in a later place, if one
-					 * was free) */
-	bool reborn;			/* such a later place */
-	unsigned long zones_vsize;	/* its size when zones were last looked for */
-};
-
 struct run {
 	const struct session_opts *o;
-	struct place *places[NUPP_MAX_PLACES];	/* -p, or the launched command; then
-						 * the processes they started, as found */
-	int nplaces;
-	bool places_full;		/* more processes started than followed; said so */
-	bool follow_children;		/* launched or --children */
+	struct targets targets;		/* -p, or the launched command; then the
+					 * processes they started, as found */
 	struct launch launched;		/* the launched command; child 0 for -p */
 	struct sampler *sampler;	/* NULL when not sampling */
 	struct tracer *tracer;		/* NULL when not tracing, or not yet */
@@ -185,43 +158,13 @@ static struct sampler *sampler_load_wait(struct sampler_load *l, char *err, size
 	return l->sampler;
 }
 
-/* A new place for process pid (started at start, a child of parent or 0);
- * -1 when all are taken, which is said once. */
-static int new_place(struct run *r, pid_t pid, unsigned long long start, pid_t parent)
-{
-	struct place *pl = r->nplaces < NUPP_MAX_PLACES ? calloc(1, sizeof(*pl)) : NULL;
-
-	if (!pl) {
-		if (!r->places_full && r->nplaces == NUPP_MAX_PLACES)
-			session__note("note: more than %d processes to follow; later ones are not "
-			     "profiled", NUPP_MAX_PLACES);
-		else if (!r->places_full)
-			session__note("note: out of memory; later processes are not profiled");
-		r->places_full = true;
-		return -1;
-	}
-	pl->pid = pid;
-	pl->start = start;
-	pl->parent = parent;
-	r->places[r->nplaces] = pl;
-	return r->nplaces++;
-}
-
-/* Whether the kernel lists a process's children (CONFIG_PROC_CHILDREN); its
- * file in *path. */
-static bool children_listed(char *path, size_t size)
-{
-	snprintf(path, size, "/proc/self/task/%d/children", (int)gettid());
-	return !access(path, R_OK);
-}
-
 /* Launch the command, held before its exec until release(). */
 static int launch(struct run *r)
 {
 	if (launch__start(&r->launched, r->o->argv, &fd_limit))
 		return -1;
-	return new_place(r, r->launched.child, procmem__start_time(r->launched.child), 0) < 0 ?
-	       -1 : 0;
+	return targets__add(&r->targets, r->launched.child,
+			    procmem__start_time(r->launched.child), 0) < 0 ? -1 : 0;
 }
 
 static int attach_target(struct run *r, struct place *pl, bool final);
@@ -240,30 +183,16 @@ static void release(struct run *r)
 	if (!launch__release(l, r->o->argv[0]))
 		return;
 	for (int execs = 0; execs <= MAX_EXECS; execs++) {
-		a = attach_target(r, r->places[0], false);
+		a = attach_target(r, r->targets.places[0], false);
 		if (!a && launch__run_to_entry(l))
-			a = attach_target(r, r->places[0], false);
+			a = attach_target(r, r->targets.places[0], false);
 		if (a || l->reaped || execs == MAX_EXECS || !launch__run_to_exec(l, &sig))
 			break;
 	}
 	if (a > 0)
-		trace_target(r, r->places[0]);
+		trace_target(r, r->targets.places[0]);
 	r->unsupported = a < 0;		/* said so; the command runs on unprofiled */
 	launch__detach(l, sig);
-}
-
-/* A process followed as the child of another. */
-static bool is_followed_child(const struct place *pl)
-{
-	return pl->parent != 0;
-}
-
-/* A process found during the session: a followed child, or one that
- * executed another program. What fails for it is said in a note, and the
- * session goes on without it. */
-static bool found_later(const struct place *pl)
-{
-	return is_followed_child(pl) || pl->reborn;
 }
 
 /* Identify LuaJIT in pl's process and start sampling it. 1 attached, 0 not
@@ -283,7 +212,7 @@ static int attach_target(struct run *r, struct place *pl, bool final)
 		if (code != pl->code_seen) {
 			pl->code_seen = code;
 			pl->code_tried = false;
-			if (found_later(pl))
+			if (place_found_later(pl))
 				return 0;
 		}
 		if (pl->code_tried)
@@ -309,7 +238,7 @@ static int attach_target(struct run *r, struct place *pl, bool final)
 	pl->attached = true;
 	return 1;
 fail:
-	if (!found_later(pl)) {
+	if (!place_found_later(pl)) {
 		session__error("%s", r->err);
 		return -1;
 	}
@@ -350,8 +279,8 @@ static void open_tracer(struct run *r)
 {
 	if (!tracing(r) || r->tracer || r->trace_failed || !tracer_ready(r))
 		return;
-	for (int i = 0; i < r->nplaces; i++)
-		if (tracer__add_target(r->tracer, &r->places[i]->t, r->places[i]->zones, r->err,
+	for (int i = 0; i < r->targets.n; i++)
+		if (tracer__add_target(r->tracer, &r->targets.places[i]->t, r->targets.places[i]->zones, r->err,
 				       sizeof(r->err))) {
 			tracer__close(r->tracer);
 			r->tracer = NULL;
@@ -378,28 +307,6 @@ static void trace_target(struct run *r, struct place *pl)
 	} else {
 		session__note("note: trace aborts of PID %d are not collected: %s", pl->pid, r->err);
 	}
-}
-
-/* Follow process pid, a child of parent, from now on, unless it is already
- * (by pid and start time: a process that exited may have left its pid to
- * this one) or has exited (a zombie its parent has not reaped yet). */
-static void follow(struct run *r, pid_t pid, pid_t parent)
-{
-	unsigned long long start;
-
-	/* Alive at its own check of this poll or the last: a pid is not
-	 * another process's while its process lives. One that exited since
-	 * is seen at its check, and a newcomer with its pid at the next poll. */
-	for (int k = 0; k < r->nplaces; k++)
-		if (r->places[k]->pid == pid && !r->places[k]->exited)
-			return;
-	start = procmem__start_time(pid);
-	if (!start)
-		return;
-	for (int k = 0; k < r->nplaces; k++)
-		if (r->places[k]->pid == pid && r->places[k]->start == start)
-			return;
-	new_place(r, pid, start, parent);
 }
 
 /* pl's process is gone: both channels stop taking its pid for it, and
@@ -436,50 +343,12 @@ static bool exec_seen(struct run *r, struct place *pl)
  * the new program holds LuaJIT. */
 static void follow_exec(struct run *r, struct place *pl)
 {
-	int j = new_place(r, pl->pid, pl->start, pl->parent);
+	int j = targets__add_exec(&r->targets, pl);
 
 	retire(r, pl);
 	pl->execed = true;
 	session__note("note: PID %d executed another program; what it ran until then is kept%s",
 	     pl->pid, j < 0 ? "" : ", and it is profiled on if the new one loads LuaJIT");
-	if (j >= 0)
-		r->places[j]->reborn = true;
-}
-
-/* Follow the children that thread tid of process pid started. */
-static void follow_children_of_task(struct run *r, pid_t pid, const char *tid)
-{
-	char path[300];
-	FILE *f;
-	int child;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%.32s/children", pid, tid);
-	f = fopen(path, "re");
-	while (f && fscanf(f, "%d", &child) == 1)
-		follow(r, child, pid);
-	if (f)
-		fclose(f);
-}
-
-/* Follow the children of every thread of process pid (threads of them). */
-static void follow_children_of(struct run *r, pid_t pid, long threads)
-{
-	char path[64];
-	struct dirent *d;
-	DIR *tasks;
-
-	if (threads == 1) {		/* a worker, usually: no directory to list */
-		snprintf(path, sizeof(path), "%d", pid);
-		follow_children_of_task(r, pid, path);
-		return;
-	}
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	tasks = opendir(path);
-	while (tasks && (d = readdir(tasks)))
-		if (d->d_name[0] != '.')
-			follow_children_of_task(r, pid, d->d_name);
-	if (tasks)
-		closedir(tasks);
 }
 
 /* Hand a zone module found in pl's process to both channels. */
@@ -563,8 +432,8 @@ static bool scan_awaited_vms(struct run *r)
 {
 	bool awaited = false;
 
-	for (int i = 0; i < r->nplaces; i++) {
-		struct place *pl = r->places[i];
+	for (int i = 0; i < r->targets.n; i++) {
+		struct place *pl = r->targets.places[i];
 
 		if (!vm_awaited(pl) || pl->fast_scans >= FAST_SCANS)
 			continue;
@@ -625,7 +494,7 @@ static void say_recording(const struct run *r, const struct place *pl)
 
 	if (pl->reborn)
 		snprintf(parent, sizeof(parent), ", after its exec");
-	else if (is_followed_child(pl))
+	else if (place_is_child(pl))
 		snprintf(parent, sizeof(parent), ", a child of PID %d", pl->parent);
 	session__note("recording PID %d: %s (%s)%s%s", pl->pid, t->shown, lj_target__build(t)->id, parent,
 	     r->o->duration || parent[0] ? "" : "; Ctrl-C to stop");
@@ -644,8 +513,8 @@ static int check_targets(struct run *r, unsigned tick)
 	int alive = 0;
 
 	launch__check(&r->launched, false);
-	for (int i = 0; i < r->nplaces; i++) {
-		struct place *pl = r->places[i];
+	for (int i = 0; i < r->targets.n; i++) {
+		struct place *pl = r->targets.places[i];
 		struct proc_stat st;
 
 		if (pl->exited)
@@ -660,8 +529,8 @@ static int check_targets(struct run *r, unsigned tick)
 			follow_exec(r, pl);
 			continue;
 		}
-		if (r->follow_children)
-			follow_children_of(r, pl->pid, st.threads);
+		if (r->targets.follow_children)
+			targets__follow_children(&r->targets, pl->pid, st.threads);
 		if (!pl->attached) {
 			int a = attach_target(r, pl, false);
 
@@ -669,7 +538,7 @@ static int check_targets(struct run *r, unsigned tick)
 				return -1;
 			if (a > 0)
 				trace_target(r, pl);
-			if (a > 0 && found_later(pl) && r->o->summary)
+			if (a > 0 && place_found_later(pl) && r->o->summary)
 				say_recording(r, pl);
 		}
 		/* A zone module loaded since: until its gate opens, its zones
@@ -682,7 +551,7 @@ static int check_targets(struct run *r, unsigned tick)
 		if (pl->attached)
 			scan_vms(r, pl, tick);
 		/* A child that never loads LuaJIT does not keep a -p session on. */
-		alive += !is_followed_child(pl) || pl->attached;
+		alive += !place_is_child(pl) || pl->attached;
 	}
 	/* The launched command runs until it is reaped (check_child, above),
 	 * whatever programs it executed and whether any was profiled. */
@@ -736,8 +605,8 @@ static void describe_targets(struct run *r)
 /* Say what is being recorded at the start. */
 static void announce(const struct run *r)
 {
-	for (int i = 0; i < r->nplaces; i++) {
-		const struct place *pl = r->places[i];
+	for (int i = 0; i < r->targets.n; i++) {
+		const struct place *pl = r->targets.places[i];
 
 		if (pl->attached)
 			say_recording(r, pl);
@@ -749,16 +618,16 @@ static void announce(const struct run *r)
 
 static bool any_attached(const struct run *r)
 {
-	for (int i = 0; i < r->nplaces; i++)
-		if (r->places[i]->attached)
+	for (int i = 0; i < r->targets.n; i++)
+		if (r->targets.places[i]->attached)
 			return true;
 	return false;
 }
 
 static bool any_recording(const struct run *r)
 {
-	for (int i = 0; i < r->nplaces; i++)
-		if (r->places[i]->attached && !r->places[i]->exited)
+	for (int i = 0; i < r->targets.n; i++)
+		if (r->targets.places[i]->attached && !r->targets.places[i]->exited)
 			return true;
 	return false;
 }
@@ -898,19 +767,19 @@ static int finish(struct run *r)
 		ret |= finish_trace(r);
 	if (!r->o->summary)
 		return ret;
-	for (int i = 0; i < r->nplaces; i++) {
-		const struct place *pl = r->places[i];
+	for (int i = 0; i < r->targets.n; i++) {
+		const struct place *pl = r->targets.places[i];
 
-		if (pl->exited && !pl->execed && !r->launched.child && !is_followed_child(pl) &&
+		if (pl->exited && !pl->execed && !r->launched.child && !place_is_child(pl) &&
 		    procmem__start_time(pl->pid) != pl->start)	/* not one left out */
 			session__note("note: PID %d exited during the session; what it did until then is kept",
 			     pl->pid);
 	}
-	if (r->launched.child && !any_attached(r) && r->nplaces == 1)
+	if (r->launched.child && !any_attached(r) && r->targets.n == 1)
 		session__note("note: %s never loaded LuaJIT", r->o->argv[0]);
 	else if (r->launched.child && !any_attached(r))
 		session__note("note: neither %s nor the %d processes it started loaded LuaJIT", r->o->argv[0],
-		     r->nplaces - 1);
+		     r->targets.n - 1);
 	session_files__say_written(&r->files, r->o, r->tracer != NULL);
 	return ret;
 }
@@ -924,10 +793,7 @@ static void cleanup(struct run *r, int ret)
 		return;			/* nothing of ours is left to free */
 	tracer__close(r->tracer);
 	sampler__close(r->sampler);
-	for (int i = 0; i < r->nplaces; i++) {
-		zones__free(r->places[i]->zones);
-		free(r->places[i]);
-	}
+	targets__free(&r->targets);
 }
 
 /* Each place holds a few descriptors (its uprobes, files of /proc): a
@@ -960,15 +826,15 @@ int session__run(const struct session_opts *o)
 		sampler_load_start(&loading, &o->sampler);
 	/* A -p target must hold LuaJIT now; a launched one maps it later. */
 	for (int i = 0; i < o->npids; i++) {
-		if (new_place(&r, o->pids[i], procmem__start_time(o->pids[i]), 0) < 0)
+		if (targets__add(&r.targets, o->pids[i], procmem__start_time(o->pids[i]), 0) < 0)
 			goto out;
-		if (lj_target__open(&r.places[i]->t, o->pids[i], r.err, sizeof(r.err))) {
+		if (lj_target__open(&r.targets.places[i]->t, o->pids[i], r.err, sizeof(r.err))) {
 			session__error("%s", r.err);
 			goto out;
 		}
-		r.places[i]->identified = true;
+		r.targets.places[i]->identified = true;
 		if (sampling(&r) && sampler_loading(&loading))
-			sampler__open_probes_early(&o->sampler, &r.places[i]->t);
+			sampler__open_probes_early(&o->sampler, &r.targets.places[i]->t);
 	}
 	if (sampling(&r) && !(r.sampler = sampler_load_wait(&loading, r.err, sizeof(r.err)))) {
 		session__error("%s", r.err);
@@ -977,22 +843,22 @@ int session__run(const struct session_opts *o)
 	if (o->argv || o->children) {
 		char path[64];
 
-		r.follow_children = children_listed(path, sizeof(path));
-		if (!r.follow_children && o->children) {
+		r.targets.follow_children = targets__children_listed(path, sizeof(path));
+		if (!r.targets.follow_children && o->children) {
 			session__error("--children: this kernel does not list a process's children "
 				       "(no %s: CONFIG_PROC_CHILDREN)", path);
 			goto out;
 		}
-		if (!r.follow_children)
+		if (!r.targets.follow_children)
 			session__note("note: the processes %s starts are not followed: this kernel does "
 			     "not list them (no %s: CONFIG_PROC_CHILDREN)", o->argv[0], path);
 	}
 	if (o->argv && launch(&r))
 		goto out;
-	if (session_files__open(&r.files, o, r.places[0]->pid, r.title, sampling(&r), tracing(&r)))
+	if (session_files__open(&r.files, o, r.targets.places[0]->pid, r.title, sampling(&r), tracing(&r)))
 		goto out;
 	for (int i = 0; i < o->npids; i++)
-		if (attach_target(&r, r.places[i], true) < 0)
+		if (attach_target(&r, r.targets.places[i], true) < 0)
 			goto out;
 	if (o->npids) {
 		open_tracer(&r);
