@@ -311,15 +311,20 @@ static int alloc_buffers(struct sampler *s, const struct sampler_opts *o)
 	return 0;
 }
 
-/* Open the BPF object and set what it is loaded with: its constants, the
- * sizes of its maps, the one timer program of --clock. */
-static int open_object(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
+static int open_object(struct sampler *s, char *err, size_t errsz)
 {
 	s->skel = sampler_bpf__open_opts(libbpf_setup__open_opts());
 	if (!s->skel) {
 		snprintf(err, errsz, "failed to open the sampler BPF object: %s", strerror(errno));
 		return -1;
 	}
+	return 0;
+}
+
+/* Set what the object is loaded with: its constants, the sizes of its
+ * maps, the one timer program of --clock. */
+static int configure_object(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
+{
 	if (o->clock == SAMPLER_CLOCK_TICK && !(s->skel->rodata->tick_fn = tick_handler())) {
 		snprintf(err, errsz, "cannot find the scheduler tick handler "
 			 "(tick_nohz_handler) in /proc/kallsyms");
@@ -408,7 +413,8 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 	s->lines = o->lines;
 	s->dumpstack_names = o->dumpstack_names;
 	s->no_walk_caches = o->no_walk_caches;
-	if (open_object(s, o, err, errsz) || load_object(s, err, errsz) || attach(s, o, err, errsz)) {
+	if (open_object(s, err, errsz) || configure_object(s, o, err, errsz) ||
+	    load_object(s, err, errsz) || attach(s, o, err, errsz)) {
 		sampler__close(s);
 		return NULL;
 	}
