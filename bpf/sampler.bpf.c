@@ -706,7 +706,7 @@ static __always_inline int walk_below_leaf(struct nupp_proc *p, struct sampler_s
  *   the link is there. Tried last, as SAVE_PC may be older elsewhere
  *   (coro_ring.lua: 9 of 519 samples, ip just after the store, the link a
  *   continuation's: the call was stitched to a trace).
- * tests/corpus/: 19 of 25 read faults of coro_ring.lua, 27 of 34
+ * tests/fixtures/corpus/: 19 of 25 read faults of coro_ring.lua, 27 of 34
  * unresolved samples of event_loop.lua, and 25 of 32 read faults left in
  * five programs after that (ip and slots recorded with a debug build of
  * the sampler, mapped with objdump). 0, or the first walk's err.

@@ -50,7 +50,7 @@ clean-luajit:
 	rm -rf $(B)/luajit $(B)/stock $(B)/gen/lj_builds.c
 
 # --- test host embedding LuaJIT (libluajit-5.1.so.2 chosen at run time) ------
-$(B)/tests/luahost: tests/hosts/luahost.c
+$(B)/tests/luahost: tests/integration/hosts/luahost.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) -O2 -g -Wall -Wextra -I$(LUAJIT_INC) $< -o $@ -lluajit-5.1 -lpthread
 

@@ -23,7 +23,7 @@ $(B)/libnupp.a: $(B)/obj/trace_reasons.o
 
 lua: $(B)/lua/nupp/profile/reasons.lua
 
-$(B)/tests/nupp-trace-dev: tests/trace_dev.c $(B)/libnupp.a
+$(B)/tests/nupp-trace-dev: tests/trace/trace_dev.c $(B)/libnupp.a
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) $^ $(LDLIBS) -o $@
 

@@ -21,8 +21,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NUPP = os.path.join(ROOT, "build", "nupp-bpf")
-WAIT = os.path.join(ROOT, "tests", "workloads", "dumpwait.lua")
-VMS = os.path.join(ROOT, "tests", "workloads", "dumpvms.lua")
+WAIT = os.path.join(ROOT, "tests", "fixtures", "workloads", "dumpwait.lua")
+VMS = os.path.join(ROOT, "tests", "fixtures", "workloads", "dumpvms.lua")
 HOST = os.path.join(ROOT, "build", "tests", "luahost")
 HOST_LIBS = os.path.join(ROOT, "build", "stock", "luajit", "usr", "lib", "x86_64-linux-gnu")
 

@@ -23,7 +23,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NUPP = os.path.join(ROOT, "build", "nupp-bpf")
 WORKLOADS = [
-    ("hotcold", ["tests/workloads/hotcold.lua", "100000"]),
+    ("hotcold", ["tests/fixtures/workloads/hotcold.lua", "100000"]),
     ("c_heavy", ["tests/bench/driver.lua", "c_heavy", "--scale=100000"]),
     ("gc_heavy", ["tests/bench/driver.lua", "gc_heavy", "--scale=100000"]),
     ("wide", ["tests/bench/driver.lua", "wide", "--scale=100000"]),

@@ -10,7 +10,7 @@ three observers, in interleaved rounds (each round runs each once, in shuffled
 order):
 
   none        nothing attached
-  jit.attach  the in-process collector: tests/aborts/truth.lua, a jit.attach
+  jit.attach  the in-process collector: tests/fixtures/aborts/truth.lua, a jit.attach
               "trace" handler aggregating sites as profile.trace does
   nupp-bpf    `nupp-bpf trace -p PID`, attached before the program starts
 
@@ -35,7 +35,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NUPP = os.path.join(ROOT, "build", "nupp-bpf")
-TRUTH = os.path.join(ROOT, "tests", "aborts", "truth.lua")
+TRUTH = os.path.join(ROOT, "tests", "fixtures", "aborts", "truth.lua")
 BEGIN, END = "<!-- bench-trace: begin -->", "<!-- bench-trace: end -->"
 LOOPS = 2000
 
@@ -132,7 +132,7 @@ def main():
              "| observer | command | CPU s (median) | added per abort (µs, median, min..max) | BPF ns/hit |",
              "|---|---|---:|---:|---:|"]
     cmds = {"none": "`luajit aborts.lua`",
-            "jit.attach": "`luajit tests/aborts/truth.lua OUT.csv aborts.lua`",
+            "jit.attach": "`luajit tests/fixtures/aborts/truth.lua OUT.csv aborts.lua`",
             "nupp-bpf": "`luajit aborts.lua` + `nupp-bpf trace -p PID`"}
     for o in observers:
         cpu = statistics.median(r[0][0] for r in results[o])

@@ -49,9 +49,12 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(items):
     """A test that asks for the privileged fixture (directly or through nupp)
-    is a root test."""
+    is a root test; so is every Lua API test on the BPF backend
+    (NUPP_BACKEND=bpf: the modules attach BPF probes)."""
+    bpf_backend = os.environ.get("NUPP_BACKEND") == "bpf"
     for item in items:
-        if "privileged" in getattr(item, "fixturenames", ()):
+        if ("privileged" in getattr(item, "fixturenames", ())
+                or (bpf_backend and item.path.parent.name == "lua_api")):
             item.add_marker(pytest.mark.root)
 
 

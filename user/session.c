@@ -447,7 +447,7 @@ static bool scan_awaited_vms(struct run *r)
  * awaited. A new stack wakes the wait and is named at once: what names it
  * comes with it (struct nupp_capture) but for what lies beyond the
  * captures (the call sites of its outer frames), which the process must
- * still hold (tests/corpus/: the last moments of a short program). After a wake, the next wait comes a millisecond later;
+ * still hold (tests/fixtures/corpus/: the last moments of a short program). After a wake, the next wait comes a millisecond later;
  * once every wait has met new stacks for STREAM_S, twice as late after
  * each wake, up to WAKE_GAP_MAX_MS: a stream of new stacks (a large
  * program, hundreds a second) costs about 16 wakes a second (each wake and

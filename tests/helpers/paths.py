@@ -5,7 +5,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent.parent
 BUILD = ROOT / "build"
 NUPP = BUILD / "nupp-bpf"
-WORKLOADS = ROOT / "tests" / "workloads"
+WORKLOADS = ROOT / "tests" / "fixtures" / "workloads"
 LUAHOST = BUILD / "tests" / "luahost"
 STOCK = BUILD / "stock"
 PINNED = BUILD / "luajit"

@@ -15,7 +15,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEV = os.path.join(ROOT, "build", "tests", "nupp-trace-dev")
-TRUTH = os.path.join(ROOT, "tests", "aborts", "truth.lua")
+TRUTH = os.path.join(ROOT, "tests", "fixtures", "aborts", "truth.lua")
 
 
 def read_csv(path):

@@ -17,7 +17,7 @@ VARIANT_DIR = BUILD / "variants"
 MIXED = re.compile(r"^" + LUAJIT_ROOT + r";mixed\.lua:0;mixed\.lua:outer;mixed\.lua:(compiled|interpreted)$")
 
 # nyi_fnew.lua's abort sites, as `trace` writes them (CSV rows after the header).
-FNEW = ROOT / "tests" / "aborts" / "nyi_fnew.lua"
+FNEW = ROOT / "tests" / "fixtures" / "aborts" / "nyi_fnew.lua"
 FNEW_SITES = [
     ["blacklist", "1", "NYI: bytecode FNEW", "trace.nyi-bytecode.FNEW", "blocker",
      "NYI: bytecode 51", "nyi_fnew.lua:4", ""],

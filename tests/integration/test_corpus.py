@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: MIT
 """test_corpus.py - the default job on programs shaped as real ones are (root).
 
-Each program in tests/corpus/ (coroutine rings and pairs, generated code,
+Each program in tests/fixtures/corpus/ (coroutine rings and pairs, generated code,
 0.1-s programs, big allocations at start-up, recursion, string building,
 objects with metatables, ...) is launched under the default job at -F 997,
-inside tests/aborts/truth.lua, which counts the trace aborts jit.attach sees
+inside tests/fixtures/aborts/truth.lua, which counts the trace aborts jit.attach sees
 in the same run. For each:
 - its output and exit status are those of a run without nupp-bpf, and the
-  checksum it prints is the one in tests/corpus/expected.txt;
+  checksum it prints is the one in tests/fixtures/corpus/expected.txt;
 - the trace channel's CSV equals jit.attach's, row for row;
 - a sample is a Lua stack, or "outside Lua" (no function on the thread's
   Lua stack, the process had no VM yet, or it closed its VM), or
@@ -28,8 +28,8 @@ from helpers import NUPP, ROOT, STOCK_LUAJIT, parse_collapsed, parse_summary, \
 
 pytestmark = pytest.mark.slow
 
-CORPUS = ROOT / "tests" / "corpus"
-TRUTH = ROOT / "tests" / "aborts" / "truth.lua"
+CORPUS = ROOT / "tests" / "fixtures" / "corpus"
+TRUTH = ROOT / "tests" / "fixtures" / "aborts" / "truth.lua"
 PROGRAMS = sorted(p.name for p in CORPUS.glob("*.lua"))
 EXPECTED = dict(line.split("\t", 1) for line in (CORPUS / "expected.txt").read_text().splitlines())
 RESOLVED = 0.995

@@ -4,7 +4,7 @@
 shared library into the master, which forks two workers. nupp-bpf attaches
 to the running master with --children, as an SRE would at 3 a.m., while a
 client keeps the workers busy, and is judged on what the workers run
-(tests/nginx/handler.lua, hot spots known by construction) and on leaving
+(tests/integration/nginx/handler.lua, hot spots known by construction) and on leaving
 the server as it found it."""
 import csv
 import http.client
@@ -26,7 +26,7 @@ from helpers import (BUILD, CONTAINER, MULTIARCH, NUPP, ROOT, STOCK, frames, par
 pytestmark = pytest.mark.slow
 
 NGINX = STOCK / "nginx"
-SERVER = ROOT / "tests" / "nginx"
+SERVER = ROOT / "tests" / "integration" / "nginx"
 # The Lua module needs OpenResty's LuaJIT (luajit2: lua_setexdata), as
 # OpenResty ships it: the stripped Debian library, and the pinned rebuild
 # with symbols.

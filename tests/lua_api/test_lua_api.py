@@ -48,7 +48,7 @@ def lua_env(extra=None):
     env = dict(os.environ)
     env["LUA_PATH"] = ";".join([
         BUILD_LUA + "/?.lua",
-        os.path.join(TOP, "tests", "lua", "?.lua")]) + ";;"
+        os.path.join(TOP, "tests", "helpers", "lua", "?.lua")]) + ";;"
     env["LUA_CPATH"] = BUILD_LUA + "/?.so;;"
     env["NUPP_BACKEND"] = BACKEND
     env.update(extra or {})
@@ -605,7 +605,7 @@ def test_trace_csv_is_rfc4180(tmp_path):
 def test_trace_benign_left_out_by_default(tmp_path):
     # The abort corpus's unroll.lua: a short recursion called from a hot loop,
     # whose side trace back into the loop reaches the loop unroll limit.
-    with open(os.path.join(TOP, "tests", "aborts", "unroll.lua")) as f:
+    with open(os.path.join(TOP, "tests", "fixtures", "aborts", "unroll.lua")) as f:
         unroll_src = f.read().replace("print(s)", "return s")
     src = PRELUDE + """
         local benign = %s
@@ -887,7 +887,7 @@ def test_make_install_layout(tmp_path):
         assert (cmod / f).is_file(), f
     # /usr/local/{share,lib}/lua/5.1 are on luajit's default paths; run from
     # the staged copy by substituting the prefix.
-    env = lua_env({"LUA_PATH": "%s/?.lua;%s/?.lua;;" % (lmod, os.path.join(TOP, "tests/lua")),
+    env = lua_env({"LUA_PATH": "%s/?.lua;%s/?.lua;;" % (lmod, os.path.join(TOP, "tests/helpers/lua")),
         "LUA_CPATH": "%s/?.so;;" % cmod})
     p = subprocess.run([LUAJIT, "-e", "local z = require('nupp.profile.zone') "
                         "print(z.library, require('nupp.profile').sample():stop().samples)"],

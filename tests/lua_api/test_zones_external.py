@@ -25,7 +25,7 @@ class Script:
 
     def __init__(self, seconds):
         self.proc = subprocess.Popen(
-            ["/usr/bin/luajit", str(ROOT / "tests/workloads/zonecost.lua"), str(seconds)],
+            ["/usr/bin/luajit", str(ROOT / "tests/fixtures/workloads/zonecost.lua"), str(seconds)],
             stdout=subprocess.PIPE, text=True, env=LUA_ENV)
         self.windows = []
 
@@ -126,7 +126,7 @@ def test_gc_epoch_only_moves_on(privileged, tmp_path):
     the epoch of the attach, some 50 cycles back: the walk caches would then
     take entries made since (possibly of code freed since) for valid again."""
     out = tmp_path / "z.collapsed"
-    target = subprocess.Popen(["/usr/bin/luajit", str(ROOT / "tests/workloads/gclatezone.lua"),
+    target = subprocess.Popen(["/usr/bin/luajit", str(ROOT / "tests/fixtures/workloads/gclatezone.lua"),
                                "4", "1.5"], stdout=subprocess.PIPE, text=True, env=LUA_ENV)
     try:
         time.sleep(0.3)
@@ -156,7 +156,7 @@ def test_zones_from_the_first_sample(privileged, tmp_path):
     two zones (3:1 by construction) and has its zone module loaded already:
     the gate opens before the first sample is counted, so every sample
     carries a zone, the two in about that proportion."""
-    p = subprocess.Popen(["/usr/bin/luajit", str(ROOT / "tests/workloads/zoneonly.lua"), "20"],
+    p = subprocess.Popen(["/usr/bin/luajit", str(ROOT / "tests/fixtures/workloads/zoneonly.lua"), "20"],
                          stdout=subprocess.PIPE, text=True, env=LUA_ENV)
     try:
         assert p.stdout.readline() == "ready\n"

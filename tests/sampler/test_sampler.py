@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Integration tests of the sampler, `nupp-bpf record`, run for real as root.
 
-Every target is a workload in tests/workloads whose hot spots are known by
+Every target is a workload in tests/fixtures/workloads whose hot spots are known by
 construction. Statistical bounds are stated where a value is sampled:
 
 * a sampled share p over n samples has a standard error sqrt(p(1-p)/n);
@@ -404,7 +404,7 @@ def test_launch_knows_its_vm_from_its_first_call(nupp, lua_build_ready, build_na
     first call: the library openers and the loader that follow run as C
     code where r14 is not DISPATCH. No sample of five 0.1-s launches finds
     no VM; without the probe (NUPP_NO_VM_PROBE=1) five launches of
-    tests/corpus/short_gen.lua lost 3 samples so, and 1-3 per program of
+    tests/fixtures/corpus/short_gen.lua lost 3 samples so, and 1-3 per program of
     the corpus."""
     build = lua_build_ready(build_name)
     exe = Path(build.argv[0]) if not build.embedded else \

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """`nupp-bpf top`: the live view, driven as a person would, in tmux.
 
-tests/workloads/hotcold.lua runs a hot function three times as often as a
+tests/fixtures/workloads/hotcold.lua runs a hot function three times as often as a
 cold one with the same loop: hot holds 3/4 of their samples by
 construction. In a tmux pane (send-keys, capture-pane) the view shows hot
 on top with its share, sorts by total share on `t`, shows the workload's

@@ -1,8 +1,8 @@
 """test_trace.py - the trace-abort collector against in-process ground truth (root).
 
-For every corpus program in tests/aborts/ and every LuaJIT build, the sites
+For every corpus program in tests/fixtures/aborts/ and every LuaJIT build, the sites
 nupp-trace-dev reports must equal, row for row, what a jit.attach handler in
-the same run counted (tests/aborts/truth.lua); the target's output and exit
+the same run counted (tests/fixtures/aborts/truth.lua); the target's output and exit
 status must not change when the collector is attached.
 """
 import csv
@@ -28,7 +28,7 @@ BUILDS = {
 for _suite in ("trixie", "sid"):
     BUILDS[_suite + "-luajit"] = (os.path.join(ROOT, "tests/helpers/container"),
                                   os.path.join(ROOT, "build/roots", _suite), "/usr/bin/luajit")
-PROGRAMS = sorted(p for p in glob.glob(os.path.join(ROOT, "tests/aborts/*.lua"))
+PROGRAMS = sorted(p for p in glob.glob(os.path.join(ROOT, "tests/fixtures/aborts/*.lua"))
                   if not p.endswith("/truth.lua"))
 HEADER = ["severity", "count", "reason", "reasonId", "reasonClass", "rawReason", "location", "zonePath"]
 
@@ -95,7 +95,7 @@ def test_generated_code_through_non_lua_frames(name):
     metamethod (a continuation frame below it) and under pcall (a pcall
     frame, then pcall's own), and are collected right after: every location
     is the one jit.attach named, the search through those frames included."""
-    r = trace_run.run(build(name), os.path.join(ROOT, "tests/aborts/generated.lua"))
+    r = trace_run.run(build(name), os.path.join(ROOT, "tests/fixtures/aborts/generated.lua"))
     assert r["dev_status"] == 0, r["dev_stderr"]
     assert r["bpf"] == r["truth"], r["dev_stderr"]
     got = {row[6] for row in r["bpf"][1:] if row[2] == "bad argument type"}
@@ -118,7 +118,7 @@ def test_abort_at_exit(name):
     """The program's last abort comes about 1 ms before it exits, and the
     collector is not waited for: it takes the abort in after the process is
     gone, and names it as jit.attach did in the same run."""
-    r = trace_run.run(build(name), os.path.join(ROOT, "tests/aborts/abort_at_exit.lua"),
+    r = trace_run.run(build(name), os.path.join(ROOT, "tests/fixtures/aborts/abort_at_exit.lua"),
                       drain=False)
     assert r["dev_status"] == 0, r["dev_stderr"]
     assert r["status"] == 0, r["stderr"]
@@ -129,7 +129,7 @@ def test_abort_at_exit(name):
 def test_csv_round_trip():
     """A location with a comma, a quote and a newline survives python's csv."""
     luajit = build("stock-luajit")
-    r = trace_run.run(luajit, os.path.join(ROOT, "tests/aborts/odd_names.lua"))
+    r = trace_run.run(luajit, os.path.join(ROOT, "tests/fixtures/aborts/odd_names.lua"))
     rows = r["bpf"]
     assert rows[0] == HEADER
     assert rows[1][6] == 'odd, "name"\nline:1'
@@ -139,7 +139,7 @@ def test_csv_round_trip():
 
 
 def test_profile():
-    r = trace_run.run(build("stock-luajit"), os.path.join(ROOT, "tests/aborts/nyi_fnew.lua"))
+    r = trace_run.run(build("stock-luajit"), os.path.join(ROOT, "tests/fixtures/aborts/nyi_fnew.lua"))
     line = [l for l in r["dev_stderr"].splitlines() if l.startswith("profile.id=")][0]
     fields = line[len("profile.id="):].split("|")
     assert fields[0].startswith("luajit 2.1.0~beta3+git20220320")

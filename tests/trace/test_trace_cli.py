@@ -19,7 +19,7 @@ import pytest
 
 from helpers import BUILDS, NUPP, ROOT, STOCK_LUAJIT, nupp_processes
 
-FNEW = ROOT / "tests" / "aborts" / "nyi_fnew.lua"
+FNEW = ROOT / "tests" / "fixtures" / "aborts" / "nyi_fnew.lua"
 HEADER = ["severity", "count", "reason", "reasonId", "reasonClass", "rawReason", "location",
           "zonePath"]
 # A closure created in a hot loop: LuaJIT gives up 11 times at the same loop,
@@ -65,7 +65,7 @@ def test_trace_launch_abort_at_exit(name, privileged, lua_build_ready, tmp_path)
     b = lua_build_ready(name)
     out = tmp_path / "aborts.csv"
     p = subprocess.run([str(NUPP), "trace", "-o", str(out), "--",
-                        *b.command(ROOT / "tests" / "aborts" / "abort_at_exit.lua")],
+                        *b.command(ROOT / "tests" / "fixtures" / "aborts" / "abort_at_exit.lua")],
                        capture_output=True, text=True, env=b.environ(), timeout=60)
     assert p.returncode == 0, p.stderr
     assert read_csv(out)[1:] == [["warn", "1", "NYI: bytecode FNEW", "trace.nyi-bytecode.FNEW",
@@ -120,7 +120,7 @@ def test_default_job_follows_forked_workers(privileged, tmp_path):
     first aborts come before the worker is found (the loop is hot within
     microseconds); LuaJIT's doubling penalty spaces the later ones out over
     seconds, so that some fall in the 1.5 s it runs."""
-    workers = ROOT / "tests" / "workloads" / "forkworkers.lua"
+    workers = ROOT / "tests" / "fixtures" / "workloads" / "forkworkers.lua"
     p = subprocess.run([str(NUPP), "-F", "997", "-o", str(tmp_path / "w"), "--",
                         "/usr/bin/luajit", str(workers), "1.5"],
                        capture_output=True, text=True, timeout=60)
@@ -139,7 +139,7 @@ def test_default_job_follows_an_exec(privileged, tmp_path):
     program on, so its aborts are collected at their exact line and its
     function is sampled. Guards against keeping only the old probe, on a
     file the new program does not map, which collects no abort."""
-    script = ROOT / "tests" / "workloads" / "execself.lua"
+    script = ROOT / "tests" / "fixtures" / "workloads" / "execself.lua"
     luajit2 = BUILDS["stock-luajit2"].argv[0]
     p = subprocess.run([str(NUPP), "-F", "997", "-o", str(tmp_path / "x"), "--",
                         "/usr/bin/luajit", str(script), "1.5", luajit2],
@@ -176,7 +176,7 @@ def test_exec_detaches_the_old_probes(privileged, tmp_path, target):
     uprobe is left on the luajit the process no longer is (before the exec,
     the GC probe and the abort probes; a new program mapping the same file
     would hit them beside its own). The target's own status stays 7."""
-    t = target(STOCK_LUAJIT, ROOT / "tests" / "workloads" / "execself.lua", 1, "sh",
+    t = target(STOCK_LUAJIT, ROOT / "tests" / "fixtures" / "workloads" / "execself.lua", 1, "sh",
                ready="started")
     p = subprocess.Popen([str(NUPP), "-F", "997", "-o", str(tmp_path / "x"), "-p", str(t.pid)],
                          stderr=subprocess.PIPE, text=True)
@@ -209,7 +209,7 @@ def test_probes_removed_after_exit(privileged, tmp_path, target):
     nupp-bpf process is left, and with it
     no probe; the workers, which ran on, are unharmed."""
     n = 6
-    t = target(STOCK_LUAJIT, ROOT / "tests" / "workloads" / "sameworkers.lua", n, 2,
+    t = target(STOCK_LUAJIT, ROOT / "tests" / "fixtures" / "workloads" / "sameworkers.lua", n, 2,
                ready="forked")
     p = subprocess.Popen([str(NUPP), "-o", str(tmp_path / "x"), "-p", str(t.pid), "--children",
                           "-d", "1"], stderr=subprocess.PIPE, text=True)
@@ -254,12 +254,12 @@ def test_trace_zone_path_from_outside(privileged, tmp_path):
     out = tmp_path / "z.csv"
     env = dict(os.environ, LUA_PATH=f"{ROOT}/build/lua/?.lua;;", LUA_CPATH=f"{ROOT}/build/lua/?.so;;")
     p = subprocess.run([str(NUPP), "trace", "-o", str(out), "--", "/usr/bin/luajit",
-                        str(ROOT / "tests" / "workloads" / "zoneaborts.lua")],
+                        str(ROOT / "tests" / "fixtures" / "workloads" / "zoneaborts.lua")],
                        capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout == "gate true\n45000150000\n", "the gate opened, and the output is the program's"
     rows = read_csv(out)
-    src = (ROOT / "tests" / "workloads" / "zoneaborts.lua").read_text().splitlines()
+    src = (ROOT / "tests" / "fixtures" / "workloads" / "zoneaborts.lua").read_text().splitlines()
     loc = "zoneaborts.lua:%d" % (1 + next(i for i, l in enumerate(src) if "function() return i" in l))
     assert rows[1:] == [
         ["blacklist", "1", "NYI: bytecode FNEW", "trace.nyi-bytecode.FNEW", "blocker",

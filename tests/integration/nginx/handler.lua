@@ -1,4 +1,4 @@
--- handler.lua - the Lua of the test server (tests/nginx/nginx.conf); its
+-- handler.lua - the Lua of the test server (tests/integration/nginx/nginx.conf); its
 -- hot spots are known by construction.
 local M = {}
 

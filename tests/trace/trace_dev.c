@@ -18,8 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "lj_target.h"
-#include "../bpf/trace.h"
-#include "../user/trace.h"
+#include "../../bpf/trace.h"
+#include "../../user/trace.h"
 
 #define MAX_PIDS 16
 
@@ -85,7 +85,7 @@ int main(int argc, char **argv)
 	}
 	tr = tracer__open(&(struct tracer_opts){ .include_benign = benign }, err, sizeof(err));
 	for (int i = 0; tr && i < n; i++)
-		if (tracer__add_target(tr, &targets[i], err, sizeof(err))) {
+		if (tracer__add_target(tr, &targets[i], NULL, err, sizeof(err))) {
 			tracer__close(tr);
 			tr = NULL;
 		}
