@@ -514,7 +514,7 @@ def test_launch_many_workers_on_one_stack(nupp, tmp_path, n):
     of CPU each. Forked, they run the
     same code at the same addresses, so their stacks hash alike. Each
     worker's samples are its own ([pid/tid ...] frames of --threads),
-    85-110 % of 997 per CPU second it ran, and at most 1 % of all samples
+    70-110 % of 997 per CPU second it ran, and at most 1 % of all samples
     are unresolved (the upper bound widened by the steal time measured over
     each worker's own window). With 12: guards the search for a counting
     slot, which must not start at the same place for every such stack (from
@@ -562,7 +562,10 @@ def test_launch_many_workers_on_one_stack(nupp, tmp_path, n):
         # Steal while this worker ran adds samples (its CPU time leaves it
         # out, the timer does not): as measured over its own window.
         want, st = FREQ * cpu, max(steal.share(*windows[pid]), run.steal)
-        assert 0.85 * want <= per_pid[pid] <= 1.1 * want / (1 - min(2 * st, 0.5)), \
+        # At least 70 %: what this guards against leaves a worker none; 12 or
+        # 72 spinning workers on 2 CPUs share each timer tick's CPU
+        # unevenly (0.91-1.05 of the rate in most runs, 0.79 once).
+        assert 0.7 * want <= per_pid[pid] <= 1.1 * want / (1 - min(2 * st, 0.5)), \
             f"worker {pid}: {per_pid[pid]} samples for {cpu:.2f} CPU seconds " \
             f"(steal {100 * st:.1f} % meanwhile):\n{run}"
         assert in_work[pid] >= 0.97 * per_pid[pid], \
