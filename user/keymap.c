@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* keymap.c - byte-string keys to integer values. */
+/* keymap.c - byte-string keys to integer values. Keys are never removed, so
+ * their copies are packed into blocks freed with the map: a profile of
+ * thousands of new stacks a second pays no malloc per key, and touches
+ * fewer new pages. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +64,36 @@ int keymap__reserve(struct keymap *m, size_t n)
 	return cap == m->cap ? 0 : rehash(m, cap);
 }
 
+#define KEY_BLOCK	(64 << 10)	/* bytes of keys to a block, or one larger key */
+
+struct keymap_block {
+	struct keymap_block *next;	/* the block before */
+	size_t size;			/* of bytes */
+	char bytes[];
+};
+
+/* A copy of key in m's blocks, 8-byte aligned (an empty key takes 8 bytes
+ * too: its slot needs an address); NULL when out of memory. */
+static void *key_copy(struct keymap *m, const void *key, size_t len)
+{
+	size_t need = len ? (len + 7) & ~(size_t)7 : 8;
+	char *at;
+
+	if (need > m->keys_left) {
+		size_t size = need > KEY_BLOCK ? need : KEY_BLOCK;
+		struct keymap_block *b = malloc(sizeof(*b) + size);
+
+		if (!b)
+			return NULL;
+		*b = (struct keymap_block){ .next = m->keys, .size = size };
+		m->keys = b;
+		m->keys_left = size;
+	}
+	at = m->keys->bytes + m->keys->size - m->keys_left;
+	m->keys_left -= need;
+	return memcpy(at, key, len);
+}
+
 int keymap__put(struct keymap *m, const void *key, size_t len, long value)
 {
 	struct keymap_slot *s;
@@ -70,10 +103,9 @@ int keymap__put(struct keymap *m, const void *key, size_t len, long value)
 		return -1;
 	s = find(m, key, len, h);
 	if (!s->key) {
-		s->key = malloc(len ? len : 1);
+		s->key = key_copy(m, key, len);
 		if (!s->key)
 			return -1;
-		memcpy(s->key, key, len);
 		s->len = len;
 		s->hash = h;
 		m->used++;
@@ -84,9 +116,12 @@ int keymap__put(struct keymap *m, const void *key, size_t len, long value)
 
 void keymap__free(struct keymap *m)
 {
-	for (size_t i = 0; i < m->cap; i++)
-		free(m->slots[i].key);
+	while (m->keys) {
+		struct keymap_block *b = m->keys;
+
+		m->keys = b->next;
+		free(b);
+	}
 	free(m->slots);
-	m->slots = NULL;
-	m->cap = m->used = 0;
+	*m = (struct keymap){ 0 };
 }

@@ -8,12 +8,14 @@
 
 struct keymap {
 	struct keymap_slot {
-		void *key;	/* owned copy, NULL when free */
+		void *key;	/* a copy in keys, NULL when free */
 		size_t len;
 		uint64_t hash;
 		long value;
 	} *slots;
 	size_t cap, used;
+	struct keymap_block *keys;	/* the copies, packed; freed as one */
+	size_t keys_left;		/* bytes free in the newest block */
 };
 
 /* Value stored under key, or -1 when absent. */

@@ -340,6 +340,7 @@ int main(int argc, char **argv)
 		.format = -1,
 	};
 	const struct argp argp = { options, parse_opt, args_doc, doc, NULL, NULL, NULL };
+	int ret;
 
 	for (int i = 1; i < argc && !o.dashdash; i++)
 		if (!strcmp(argv[i], "--"))
@@ -354,5 +355,9 @@ int main(int argc, char **argv)
 		return inspect__run(o.inspect_file, o.npids ? o.pids[0] : 0);
 	if (o.dump)
 		return dump__run(o.pids[0], o.json);
-	return session__run(&o);
+	ret = session__run(&o);
+	/* Everything is written; the libraries' exit handlers (libcrypto's
+	 * cleanup) would only spend the session's last milliseconds. */
+	fflush(NULL);
+	_exit(ret);
 }
