@@ -422,6 +422,10 @@ static int l_writefile(lua_State *L)
 	struct output out;
 	char err[PATH_MAX + 256];
 
+	if (!*name) {		/* output__open takes "" for "no output" */
+		snprintf(err, sizeof(err), "cannot write '': no file name");
+		goto fail;
+	}
 	if (output__open(&out, name, err, sizeof(err)))
 		goto fail;
 	if (fwrite(text, 1, len, out.f) != len) {

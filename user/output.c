@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,6 +23,29 @@ static void dir_of(const char *path, char *dir, size_t size)
 		snprintf(dir, size, "%.*s", (int)(slash - path), path);
 }
 
+/* Names only root can create, which no one plants: /dev/stdout is a
+ * symlink to /proc/self/fd/1, itself one to wherever stdout goes. */
+static bool system_name(const char *name)
+{
+	return !strncmp(name, "/dev/", 5) || !strncmp(name, "/proc/", 6);
+}
+
+/* The process's umask, without setting it (umask(2) would, under other
+ * threads of a host that embeds the Lua module); 022 when unknown. */
+static mode_t current_umask(void)
+{
+	unsigned mask = 022;
+	char line[64];
+	FILE *f = fopen("/proc/self/status", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Umask: %o", &mask) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return mask & 0777;
+}
+
 int output__open(struct output *o, const char *name, char *err, size_t errsz)
 {
 	char dir[PATH_MAX];
@@ -36,8 +60,11 @@ int output__open(struct output *o, const char *name, char *err, size_t errsz)
 		o->f = stdout;
 		return 0;
 	}
-	/* A device or a FIFO is written where it is (no rename over it). */
-	if (!lstat(name, &st) && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
+	/* A device or a FIFO is written where it is (no rename over it), and
+	 * so is a name under /dev or /proc, through its links. */
+	if (system_name(name)) {
+		fd = open(name, O_WRONLY | O_CLOEXEC | O_TRUNC);
+	} else if (!lstat(name, &st) && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
 		fd = open(name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
 	} else {
 		dir_of(name, dir, sizeof(dir));
@@ -46,8 +73,8 @@ int output__open(struct output *o, const char *name, char *err, size_t errsz)
 			return -1;
 		}
 		fd = mkostemp(o->tmp, O_CLOEXEC);	/* O_EXCL: a new file of ours */
-		if (fd >= 0)
-			fchmod(fd, 0644);
+		if (fd >= 0)		/* as open(2) would make it */
+			fchmod(fd, 0666 & ~current_umask());
 	}
 	if (fd < 0 || !(o->f = fdopen(fd, "w"))) {
 		snprintf(err, errsz, "cannot write %s: %s", name, strerror(errno));

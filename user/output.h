@@ -8,7 +8,8 @@
  * end: a symlink planted at the name is replaced, never followed, and a
  * failed run leaves whatever was there untouched. An existing file of that
  * name is kept as NAME.old, as perf record keeps perf.data.old. Devices and
- * FIFOs (-o /dev/null) are written in place; "-" is stdout.
+ * FIFOs (-o /dev/null), and names under /dev and /proc (/dev/stdout, a
+ * symlink only root could have made), are written in place; "-" is stdout.
  */
 #ifndef NUPP_OUTPUT_H
 #define NUPP_OUTPUT_H

@@ -126,7 +126,7 @@ end
 -- by the C module: to a new file of its own in the same directory, renamed
 -- over the name (an existing file kept as NAME.old), so that a symlink
 -- planted at the name is replaced, never followed. Where the C module is
--- not installed (no BPF backend: nothing runs privileged), io.open writes it.
+-- not installed, io.open writes it.
 local function writefile(filename, text)
   if filename == nil then return end
   if type(filename) ~= "string" then raise("filename must be a string", 3) end

@@ -920,7 +920,7 @@ def test_zone_filter_is_the_clis(tmp_path):
 def test_trace_site_rules_are_the_clis(tmp_path):
     """The API counts aborts into sites and orders them as the CLI does, on
     every case of tests/fixtures/trace_sites.tsv (tests/unit/test_tracer.c
-    runs the same file through user/trace.c)."""
+    runs the same file through user/trace.c and user/trace_report.c)."""
     rows = [line.split("\t") for line in
             (Path(__file__).parent.parent / "fixtures" / "trace_sites.tsv").read_text().splitlines()
             if line and not line.startswith("#")]
@@ -974,6 +974,18 @@ def test_report_file_replaces_a_planted_symlink(tmp_path):
     assert (shared / "aborts.csv.old").read_text() == "earlier run\n"
     assert (shared / "aborts.csv").read_text().startswith("severity,count,reason,")
     assert sorted(os.listdir(shared)) == ["aborts.csv", "aborts.csv.old", "p.collapsed", "p.collapsed.old"]
+
+
+def test_report_file_with_an_empty_name_is_an_error(tmp_path):
+    """stop("") raises, as a name no file can have (the C module's writer
+    takes "" for no output: it must not be handed one)."""
+    out = run_lua(tmp_path, PRELUDE + """
+        local s = profile.sample({intervalMs = 1})
+        T.spin(0.01)
+        local ok, err = pcall(s.stop, s, "")
+        T.emit({ok = ok, err = tostring(err)})
+    """)
+    assert out["ok"] is False and "cannot write" in out["err"], out
 
 
 def test_trace_reasons_are_the_clis(tmp_path):

@@ -8,14 +8,15 @@ NAME.old, as perf record keeps perf.data.old; a run that fails leaves the
 directory as it was.
 """
 import os
+import re
 import subprocess
 
 from helpers import NUPP, STOCK_LUAJIT, WORKLOADS, parse_collapsed
 
 
-def record(out, *target):
+def record(out, *target, **kw):
     return subprocess.run([str(NUPP), "record", "-F", "499", "-o", str(out), *map(str, target)],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, **kw)
 
 
 def test_planted_symlink_is_replaced_not_followed(privileged, tmp_path):
@@ -58,3 +59,21 @@ def test_devices_are_written_in_place(privileged, tmp_path):
     r = record("/dev/null", "--", *STOCK_LUAJIT.argv, WORKLOADS / "mixed.lua", 1)
     assert r.returncode == 0, r.stderr
     assert os.path.exists("/dev/null") and not os.path.exists("/dev/null.old")
+
+
+def test_dev_stdout_is_written_in_place(privileged):
+    """/dev/stdout is a symlink (to /proc/self/fd/1): written through, as
+    the devices are, never replaced by a file of ours."""
+    r = record("/dev/stdout", "--", *STOCK_LUAJIT.argv, WORKLOADS / "mixed.lua", 1)
+    assert r.returncode == 0, r.stderr
+    stacks = [line for line in r.stdout.splitlines() if re.fullmatch(r"\S*mixed\.lua:\S* \d+", line)]
+    assert stacks, r.stdout			# the program's own lines are there too
+    assert os.path.islink("/dev/stdout") and not os.path.exists("/dev/stdout.old")
+
+
+def test_new_file_mode_follows_the_umask(privileged, tmp_path):
+    out = tmp_path / "app.collapsed"
+    r = record(out, "--", *STOCK_LUAJIT.argv, WORKLOADS / "mixed.lua", 1,
+               preexec_fn=lambda: os.umask(0o077))
+    assert r.returncode == 0, r.stderr
+    assert oct(out.stat().st_mode & 0o777) == oct(0o600)
