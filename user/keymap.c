@@ -64,7 +64,9 @@ int keymap__reserve(struct keymap *m, size_t n)
 	return cap == m->cap ? 0 : rehash(m, cap);
 }
 
-#define KEY_BLOCK	(64 << 10)	/* bytes of keys to a block, or one larger key */
+#define KEY_BLOCK_FIRST	1024		/* bytes of keys in a map's first block, */
+#define KEY_BLOCK_MAX	(64 << 10)	/* twice as many in each next, up to this
+					 * (or one larger key) */
 
 struct keymap_block {
 	struct keymap_block *next;	/* the block before */
@@ -80,9 +82,12 @@ static void *key_copy(struct keymap *m, const void *key, size_t len)
 	char *at;
 
 	if (need > m->keys_left) {
-		size_t size = need > KEY_BLOCK ? need : KEY_BLOCK;
-		struct keymap_block *b = malloc(sizeof(*b) + size);
+		size_t size = !m->keys ? KEY_BLOCK_FIRST :
+			      m->keys->size < KEY_BLOCK_MAX ? 2 * m->keys->size : KEY_BLOCK_MAX;
+		struct keymap_block *b = malloc(sizeof(*b) + (size > need ? size : need));
 
+		if (size < need)
+			size = need;
 		if (!b)
 			return NULL;
 		*b = (struct keymap_block){ .next = m->keys, .size = size };

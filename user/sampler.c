@@ -340,7 +340,6 @@ static void free_target(struct target *tg)
 
 void sampler__close(struct sampler *s)
 {
-	close_early_probes();
 	if (!s)
 		return;
 	for (int i = 0; i < s->nlinks; i++)

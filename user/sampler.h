@@ -58,9 +58,13 @@ void sampler__close(struct sampler *s);
 
 /* Open the uprobes sampler__add_target will attach for t, before the
  * sampler is open: registering one takes the kernel ~20 ms, which then
- * overlaps the sampler's load. Those no target takes are closed with the
- * sampler. */
+ * overlaps the sampler's load. */
 void sampler__open_probes_early(const struct sampler_opts *o, const struct lj_target *t);
+
+/* Close the early probes no target took (its attach failed, or the sampler
+ * never loaded): an open one keeps its breakpoint in the target. Called by
+ * the thread that opened them. */
+void sampler__close_early_probes(void);
 
 /* Start sampling the process of t (t must outlive the sampler), with the
  * zones of its zone module when z has found them already (else NULL, or

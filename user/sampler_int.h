@@ -95,16 +95,15 @@ struct sampler {
 			 __ATOMIC_RELEASE);					\
 } while (0)
 
-/* sampler_probes.c */
-void enable_walk_caches(struct sampler *s, struct target *tg);
+/* sampler_probes.c; hidden: the Lua module's library is loaded into hosts
+ * whose own symbols could take these names. */
+#define SAMPLER_INTERNAL __attribute__((visibility("hidden")))
+SAMPLER_INTERNAL void enable_walk_caches(struct sampler *s, struct target *tg);
 /* The walk caches off: the probe goes (its removal waits for a grace
  * period, here or, aside, on a thread of its own). */
-void disable_walk_caches(struct target *tg, bool aside);
-void watch_new_vm(struct sampler *s, struct target *tg);
-void forget_freed_code(struct sampler *s, struct target *tg, __u64 epoch);
-__u64 current_epoch(struct sampler *s, struct target *tg);
-/* Close the early probes no target took (its attach failed, or the sampler
- * never loaded): an open one keeps its breakpoint in the target. */
-void close_early_probes(void);
+SAMPLER_INTERNAL void disable_walk_caches(struct target *tg, bool aside);
+SAMPLER_INTERNAL void watch_new_vm(struct sampler *s, struct target *tg);
+SAMPLER_INTERNAL void forget_freed_code(struct sampler *s, struct target *tg, __u64 epoch);
+SAMPLER_INTERNAL __u64 current_epoch(struct sampler *s, struct target *tg);
 
 #endif /* NUPP_SAMPLER_INT_H */

@@ -146,9 +146,7 @@ void sampler__open_probes_early(const struct sampler_opts *o, const struct lj_ta
 		open_probe_early(t, vm_start_site(t));
 }
 
-/* Close the early probes no target took (its attach failed, or the sampler
- * never loaded): an open one keeps its breakpoint in the target. */
-void close_early_probes(void)
+void sampler__close_early_probes(void)
 {
 	for (int i = 0; i < nearly_probes; i++)
 		close(early_probes[i].fd);

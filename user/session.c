@@ -786,6 +786,7 @@ static int finish(struct run *r)
 
 static void cleanup(struct run *r, int ret)
 {
+	sampler__close_early_probes();
 	top__close(r->top);
 	launch__abandon(&r->launched);
 	session_files__close(&r->files, ret && !r->started);	/* nothing recorded: no files */

@@ -6,6 +6,12 @@
  * layout and VM went with the old one). A process is told by its pid and
  * start time. The list knows nothing of the channels: the session hands
  * each place that holds LuaJIT to them (session.c).
+ *
+ * Four things here have "target" in their names: a place (struct place, a
+ * process this list follows), the LuaJIT identified in it (struct
+ * lj_target, lj_target.h), and what each channel keeps of it while it is
+ * added (struct target in sampler_int.h, struct tr_target in trace.c: its
+ * probes, its symbolizer). The channels look a target up by its pid.
  */
 #ifndef NUPP_TARGETS_H
 #define NUPP_TARGETS_H

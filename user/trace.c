@@ -194,6 +194,13 @@ static __u64 zone_current(__u64 zone_state_addr)
 	return zone_state_addr ? zone_state_addr + 4 : 0;	/* .current */
 }
 
+static void detach(struct tr_target *tg)
+{
+	for (int i = 0; i < tg->nlinks; i++)
+		bpf_link__destroy(tg->links[i]);
+	tg->nlinks = 0;
+}
+
 static int target_attach(struct tracer *tr, struct tr_target *tg, char *err, size_t errsz)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo);
@@ -264,6 +271,10 @@ int tracer__add_target(struct tracer *tr, const struct lj_target *t, struct zone
 		return -1;
 	}
 	if (target_attach(tr, tg, err, errsz)) {
+		__u32 key = t->pid;
+
+		detach(tg);	/* the copies of the site attached before one failed */
+		bpf_map__delete_elem(tr->skel->maps.procs, &key, sizeof(key), 0);
 		symbolizer__free(tg->src.sym);
 		return -1;
 	}
@@ -320,13 +331,6 @@ int tracer__set_zones(struct tracer *tr, const struct lj_target *t, struct zones
 		return -errno;
 	tg->src.zone_state = zone_state_addr;
 	return 0;
-}
-
-static void detach(struct tr_target *tg)
-{
-	for (int i = 0; i < tg->nlinks; i++)
-		bpf_link__destroy(tg->links[i]);
-	tg->nlinks = 0;
 }
 
 /* Take in tg's events so far, then forget it. Its probe fires no more for a

@@ -3,9 +3,10 @@
  * trace.h - the trace-abort collector (nupp-bpf trace): its BPF probes on
  * LuaJIT's trace_abort(), their events, the sites they add up to.
  *
- * Open on one or more LuaJIT targets, poll while they run, then take a report:
+ * Open it, add the LuaJIT targets, poll while they run, then take a report:
  *
- *	struct tracer *tr = tracer__open(targets, n, false, err, sizeof(err));
+ *	struct tracer *tr = tracer__open(&opts, err, sizeof(err));
+ *	tracer__add_target(tr, &target, zones, err, sizeof(err));	// and _remove_target
  *	while (running)
  *		tracer__poll(tr, 100);
  *	struct trace_report r;

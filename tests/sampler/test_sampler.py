@@ -523,12 +523,12 @@ def test_launch_many_workers_on_one_stack(nupp, tmp_path, n):
     scan (the rest by a lookup); every one must be profiled."""
     go = tmp_path / "go"
     steal, t0 = StealLog(), time.monotonic()
+    p, out = nupp.start(["record", "-F", FREQ, "--threads", "--",
+                         *STOCK_LUAJIT.command(workload("sameworkers.lua"), n, 0.2, go)])
     try:
-        p, out = nupp.start(["record", "-F", FREQ, "--threads", "--",
-                             *STOCK_LUAJIT.command(workload("sameworkers.lua"), n, 0.2, go)])
         err, recorded = [], set()
-        for line in p.stderr:		# until every worker is recorded
-            err.append(line)
+        for line in p.stderr:		# until every worker is recorded (the workers
+            err.append(line)		# start on their own after a minute)
             if re.match(r"nupp-bpf: recording PID \d+: .*, a child of PID", line):
                 recorded.add(line)
                 if len(recorded) == n:
@@ -538,6 +538,9 @@ def test_launch_many_workers_on_one_stack(nupp, tmp_path, n):
     finally:
         go.touch()
         steal.close()
+        if p.poll() is None:		# a failure above: no root process left behind
+            p.kill()
+            p.wait()
     run = Run(p.args, p.returncode, o, "".join(err) + e, out, steal.share(t0, time.monotonic()))
     assert len(recorded) == n, run
     assert run.returncode == 0 and run.stdout.endswith("workers done\n"), run
