@@ -342,10 +342,8 @@ void sampler__close(struct sampler *s)
 {
 	if (!s)
 		return;
-	for (int i = 0; i < s->nlinks; i++)
-		bpf_link__destroy(s->links[i]);
+	sampler__stop(s);	/* the timers and the exec hook */
 	free(s->links);
-	bpf_link__destroy(s->exec_link);
 	sampler_bpf__destroy(s->skel);
 	for (int i = 0; i < s->ntargets; i++) {
 		disable_walk_caches(s->targets[i], false);
