@@ -328,15 +328,7 @@ static int target_mem_read(void *ctx, void *dst, size_t n, __u64 addr)
 	return procmem__read(tg->pid, dst, n, addr);
 }
 
-static void free_target(struct target *tg)
-{
-	bpf_link__destroy(tg->vm_probe);
-	symbolizer__free(tg->sym);
-	cfunc_names__free(tg->cnames);
-	codemap__free(tg->code);
-	tracemap__free(tg->tm);
-	free(tg);
-}
+static void free_target(struct target *tg, bool destroy_caches);
 
 void sampler__close(struct sampler *s)
 {
@@ -345,10 +337,8 @@ void sampler__close(struct sampler *s)
 	sampler__stop(s);	/* the timers and the exec hook */
 	free(s->links);
 	sampler_bpf__destroy(s->skel);
-	for (int i = 0; i < s->ntargets; i++) {
-		disable_walk_caches(s->targets[i], false);
-		free_target(s->targets[i]);
-	}
+	for (int i = 0; i < s->ntargets; i++)
+		free_target(s->targets[i], true);
 	free(s->targets);
 	ring_buffer__free(s->new_slots);
 	if (s->table)
@@ -361,6 +351,20 @@ void sampler__close(struct sampler *s)
 	free(s->frames);	/* with info, mapped and mkey */
 	free(s->slot_row);	/* with known and slot_map */
 	free(s);
+}
+
+/* A target's own state: its probes, its symbolizer and maps; the walk
+ * caches' probe too, when destroy_caches. */
+static void free_target(struct target *tg, bool destroy_caches)
+{
+	if (destroy_caches)
+		disable_walk_caches(tg, false);
+	bpf_link__destroy(tg->vm_probe);
+	symbolizer__free(tg->sym);
+	cfunc_names__free(tg->cnames);
+	codemap__free(tg->code);
+	tracemap__free(tg->tm);
+	free(tg);
 }
 
 /* The live target of pid: one that exited may have left its pid to another. */
@@ -480,7 +484,7 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 	tg->cnames = tg->code ? cfunc_names__new(t->pid, tg->code) : NULL;
 	if (!tg->sym || !tg->code || !tg->cnames) {
 		snprintf(err, errsz, "out of memory");
-		free_target(tg);
+		free_target(tg, false);
 		return -1;
 	}
 	symbolizer__set_lines(tg->sym, s->lines);
@@ -494,7 +498,7 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 		tg->tm = tracemap__new(lj_target__build(t), procmem__reader(&tg->pid), t->vm_lo);
 	if (configure(s, tg) || enlist(s, tg)) {
 		snprintf(err, errsz, "failed to configure PID %d: %s", t->pid, strerror(errno));
-		free_target(tg);
+		free_target(tg, false);
 		return -1;
 	}
 	s->targets[s->ntargets++] = tg;
