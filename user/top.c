@@ -332,13 +332,39 @@ static void put_line(FILE *out, int cols, const char *fmt, ...)
 	fputs(*s ? "..\033[K\n" : "\033[K\n", out);
 }
 
+/* s past its first n characters. */
+static const char *skip_chars(const char *s, int n)
+{
+	for (int len; *s && n > 0; n--, s += len ? len : 1)
+		len = utf8_len((const unsigned char *)s, 4);
+	return s;
+}
+
+/* The first line: a title longer than the screen loses its middle, not its
+ * end, so that a long command line keeps the PID a person attached to. */
+static void put_title(FILE *out, int cols, const char *title)
+{
+	static const char prefix[] = "nupp-bpf top - ";
+	int room = cols - (int)strlen(prefix);
+	int chars = chars_of((const unsigned char *)title);
+	int tail = (room - 2) / 2;
+	const char *from = skip_chars(title, room - 2 - tail);
+
+	if (!cols || room < 8 || chars <= room) {
+		put_line(out, cols, "%s%s", prefix, title);
+		return;
+	}
+	put_line(out, cols, "%s%.*s..%s", prefix, (int)(from - title), title,
+		 skip_chars(title, chars - tail));
+}
+
 static void put_header(const struct top *t, FILE *out, int cols)
 {
 	double up = monotonic_s() - t->started;
 	const char *const *names = profile_state_names;
 	__u64 n = t->samples_now ? t->samples_now : 1;
 
-	put_line(out, cols, "nupp-bpf top - %s", t->o.title);
+	put_title(out, cols, t->o.title);
 	put_line(out, cols, "%.0f s, %llu samples in the last %.1f s at %u Hz; sort: %s "
 		 "(s t S T, q quits)", up, (unsigned long long)t->samples_now, t->interval_s,
 		 t->o.rate_hz, sort_names[t->sort]);

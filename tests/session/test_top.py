@@ -32,13 +32,14 @@ def rows(text):
 
 
 class Pane:
-    """A tmux server of its own running one command in a 100x40 pane."""
+    """A tmux server of its own running one command in an 80x40 pane (the classic terminal; the
+    header of a long command line must still show its PID)."""
 
     def __init__(self, tmp, command, env=""):
         self.sock = f"nupp-top-{os.getpid()}-{time.monotonic_ns()}"
         self.status = tmp / "status"
         shell = f"{env} {command}; echo $? > {self.status}; sleep 600"
-        self.tmux("new-session", "-d", "-s", "top", "-x", "100", "-y", "40", shell)
+        self.tmux("new-session", "-d", "-s", "top", "-x", "80", "-y", "40", shell)
 
     def tmux(self, *args):
         return subprocess.run(["tmux", "-L", self.sock, *args], capture_output=True, text=True,
