@@ -249,7 +249,10 @@ class Nupp:
 
     def record_cpu(self, args, pid, timeout=60):
         """nupp-bpf ARGS -o FILE: (Run, CPU seconds process pid ran while
-        nupp-bpf recorded: from its first "recording" line to its exit).
+        nupp-bpf recorded: from its first "recording" line to the first line
+        of its summary, which it prints once sampling stopped and its files
+        are written; to its exit when it prints none). Its teardown after
+        the summary is left out: on a loaded host it can take a while.
         pid may be a list of pids: then a list of their CPU seconds."""
         pids = pid if isinstance(pid, list) else [pid]
         p, out = self.start(args)
@@ -259,8 +262,16 @@ class Nupp:
             if line.startswith("nupp-bpf: recording PID"):
                 break
         cpu0, t0 = [cpu_seconds(q) for q in pids], steal_ticks()
+        cpu1 = None
+        for line in p.stderr:
+            err.append(line)
+            if SUMMARY_RE.match(line):
+                cpu1 = [cpu_seconds(q) for q in pids]
+                break
+        err.append(p.stderr.read())	# from the reader's buffer: communicate() reads the pipe
         o, e = p.communicate(timeout=timeout)
-        cpu = [cpu_seconds(q) - c for q, c in zip(pids, cpu0)]
+        cpu = [(c1 if c1 is not None else cpu_seconds(q)) - c
+               for q, c, c1 in zip(pids, cpu0, cpu1 or [None] * len(pids))]
         run = Run(p.args, p.returncode, o, "".join(err) + e, out, steal_share(t0, steal_ticks()))
         return run, cpu if isinstance(pid, list) else cpu[0]
 
@@ -268,6 +279,9 @@ class Nupp:
     def finish(popen, out, timeout=60):
         o, e = popen.communicate(timeout=timeout)
         return Run(popen.args, popen.returncode, o, e, out)
+
+
+SUMMARY_RE = re.compile(r"^nupp-bpf: [\d.]+ s, \d+ samples, \d+ stacks$")
 
 
 def max_depth():

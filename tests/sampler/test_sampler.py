@@ -70,9 +70,9 @@ def assert_rate(n, cpu, hz, what="", steal=0.0):
     """n samples for cpu seconds of CPU time at hz: the cpu-clock timer fires
     per CPU, so a task gets hz samples per second it runs, whatever else
     runs beside it. The window nupp-bpf samples lies inside the measured
-    CPU time (from nupp-bpf's "recording" line to its exit, which includes
-    writing the output), hence -12 %/+7 % (+5.06 % was seen on a loaded
-    host). Time the hypervisor took from the CPU (steal) is left out of a
+    CPU time (from nupp-bpf's "recording" line to its summary, which comes
+    after writing the output; or the launched command's own CPU clock),
+    hence -12 %/+7 % (+5.06 % was seen on a loaded host). Time the hypervisor took from the CPU (steal) is left out of a
     task's CPU time while the timer runs on, so it can only add samples:
     the upper bound widens by the steal the run saw
     (helpers.steal_ticks), twice the whole machine's share, as all of it may
