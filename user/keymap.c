@@ -84,11 +84,11 @@ static void *key_copy(struct keymap *m, const void *key, size_t len)
 	if (need > m->keys_left) {
 		size_t size = !m->keys ? KEY_BLOCK_FIRST :
 			      m->keys->size < KEY_BLOCK_MAX ? 2 * m->keys->size : KEY_BLOCK_MAX;
-		struct keymap_block *b = malloc(sizeof(*b) + (size > need ? size : need));
+		struct keymap_block *b;
 
 		if (size < need)
 			size = need;
-		if (!b)
+		if (!(b = malloc(sizeof(*b) + size)))
 			return NULL;
 		*b = (struct keymap_block){ .next = m->keys, .size = size };
 		m->keys = b;

@@ -328,7 +328,19 @@ static int target_mem_read(void *ctx, void *dst, size_t n, __u64 addr)
 	return procmem__read(tg->pid, dst, n, addr);
 }
 
-static void free_target(struct target *tg, bool destroy_caches);
+/* A target's own state: its probes, its symbolizer and maps; the walk
+ * caches' probe too, when destroy_caches. */
+static void free_target(struct target *tg, bool destroy_caches)
+{
+	if (destroy_caches)
+		disable_walk_caches(tg, false);
+	bpf_link__destroy(tg->vm_probe);
+	symbolizer__free(tg->sym);
+	cfunc_names__free(tg->cnames);
+	codemap__free(tg->code);
+	tracemap__free(tg->tm);
+	free(tg);
+}
 
 void sampler__close(struct sampler *s)
 {
@@ -351,20 +363,6 @@ void sampler__close(struct sampler *s)
 	free(s->frames);	/* with info, mapped and mkey */
 	free(s->slot_row);	/* with known and slot_map */
 	free(s);
-}
-
-/* A target's own state: its probes, its symbolizer and maps; the walk
- * caches' probe too, when destroy_caches. */
-static void free_target(struct target *tg, bool destroy_caches)
-{
-	if (destroy_caches)
-		disable_walk_caches(tg, false);
-	bpf_link__destroy(tg->vm_probe);
-	symbolizer__free(tg->sym);
-	cfunc_names__free(tg->cnames);
-	codemap__free(tg->code);
-	tracemap__free(tg->tm);
-	free(tg);
 }
 
 /* The live target of pid: one that exited may have left its pid to another. */

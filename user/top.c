@@ -346,15 +346,15 @@ static void put_title(FILE *out, int cols, const char *title)
 {
 	static const char prefix[] = "nupp-bpf top - ";
 	int room = cols - (int)strlen(prefix);
-	int chars = chars_of((const unsigned char *)title);
-	int tail = (room - 2) / 2;
-	const char *from = skip_chars(title, room - 2 - tail);
+	int chars = chars_of((const unsigned char *)title), tail = (room - 2) / 2;
+	const char *head_end;
 
 	if (!cols || room < 8 || chars <= room) {
 		put_line(out, cols, "%s%s", prefix, title);
 		return;
 	}
-	put_line(out, cols, "%s%.*s..%s", prefix, (int)(from - title), title,
+	head_end = skip_chars(title, room - 2 - tail);
+	put_line(out, cols, "%s%.*s..%s", prefix, (int)(head_end - title), title,
 		 skip_chars(title, chars - tail));
 }
 

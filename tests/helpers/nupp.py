@@ -270,8 +270,7 @@ class Nupp:
                 break
         err.append(p.stderr.read())	# from the reader's buffer: communicate() reads the pipe
         o, e = p.communicate(timeout=timeout)
-        cpu = [(c1 if c1 is not None else cpu_seconds(q)) - c
-               for q, c, c1 in zip(pids, cpu0, cpu1 or [None] * len(pids))]
+        cpu = [b - a for a, b in zip(cpu0, cpu1 or [cpu_seconds(q) for q in pids])]
         run = Run(p.args, p.returncode, o, "".join(err) + e, out, steal_share(t0, steal_ticks()))
         return run, cpu if isinstance(pid, list) else cpu[0]
 

@@ -72,11 +72,11 @@ def assert_rate(n, cpu, hz, what="", steal=0.0):
     runs beside it. The window nupp-bpf samples lies inside the measured
     CPU time (from nupp-bpf's "recording" line to its summary, which comes
     after writing the output; or the launched command's own CPU clock),
-    hence -12 %/+7 % (+5.06 % was seen on a loaded host). Time the hypervisor took from the CPU (steal) is left out of a
-    task's CPU time while the timer runs on, so it can only add samples:
-    the upper bound widens by the steal the run saw
-    (helpers.steal_ticks), twice the whole machine's share, as all of it may
-    have fallen on the target's CPU."""
+    hence -12 %/+7 % (+5.06 % was seen on a loaded host). Time the
+    hypervisor took from the CPU (steal) is left out of a task's CPU time
+    while the timer runs on, so it can only add samples: the upper bound
+    widens by the steal the run saw (helpers.steal_ticks), twice the whole
+    machine's share, as all of it may have fallen on the target's CPU."""
     want = hz * cpu
     high = 1.07 / (1 - min(2 * steal, 0.5))	# +5.06 % seen at a load of 10
     assert 0.88 * want <= n <= high * want, \
