@@ -7,7 +7,7 @@ UNIT_DIR    := $(B)/unit
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 UNIT_TESTS  := $(patsubst tests/unit/%.c,$(UNIT_DIR)/%,$(UNIT_SRCS))
 LUAJIT_INC  ?= /usr/include/luajit-2.1
-UNIT_LDLIBS := -lluajit-5.1 -ldw -lelf -lz -lcrypto -lcapstone -ldl
+UNIT_LDLIBS := -lluajit-5.1 -ldw -lelf -lz -lmd -lcapstone -ldl
 
 .PHONY: unit-test
 test: unit-test

@@ -27,7 +27,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <openssl/evp.h>
+#include <sha2.h>
 #include "build_cache.h"
 
 #define MAGIC "nupp-bpf build cache 1"
@@ -84,27 +84,26 @@ static bool unhex(const char *s, void *p, size_t n)
 static const char *table_digest(void)
 {
 	static char out[2 * 32 + 1];
-	EVP_MD_CTX *c;
-	unsigned char md[32];
+	SHA2_CTX c;
+	unsigned char md[SHA256_DIGEST_LENGTH];
 	size_t sizes[] = { sizeof(struct lj_layout), sizeof(struct lj_code_sites),
 			   sizeof(struct lj_version) };
 
 	if (out[0])
 		return out;
-	c = EVP_MD_CTX_new();
-	EVP_DigestInit_ex(c, EVP_sha256(), NULL);
-	EVP_DigestUpdate(c, sizes, sizeof(sizes));
+	SHA256Init(&c);
+	SHA256Update(&c, (const void *)sizes, sizeof(sizes));
 	for (int i = 0; i < lj_nrevisions; i++) {
 		const struct lj_revision *r = &lj_revisions[i];
 
-		EVP_DigestUpdate(c, r->layout, sizeof(*r->layout));
-		EVP_DigestUpdate(c, &r->time, sizeof(r->time));
-		EVP_DigestUpdate(c, r->fork, strlen(r->fork));
+		SHA256Update(&c, (const void *)r->layout, sizeof(*r->layout));
+		SHA256Update(&c, (const void *)&r->time, sizeof(r->time));
+		SHA256Update(&c, (const void *)r->fork, strlen(r->fork));
 		for (int v = 0; v < r->nvariants; v++)
-			EVP_DigestUpdate(c, r->variants[v].layout, sizeof(*r->variants[v].layout));
+			SHA256Update(&c, (const void *)r->variants[v].layout,
+				     sizeof(*r->variants[v].layout));
 	}
-	EVP_DigestFinal_ex(c, md, NULL);
-	EVP_MD_CTX_free(c);
+	SHA256Final(md, &c);
 	hex(out, md, sizeof(md));
 	return out;
 }

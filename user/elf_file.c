@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
-/* elf_file.c - ELF facts through libelf; digests through libcrypto. */
+/* elf_file.c - ELF facts through libelf; digests through libmd. */
 #include <fcntl.h>
 #include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <openssl/evp.h>
+#include <sha2.h>
 #include "elf_file.h"
 
 struct elf_file {
@@ -85,11 +85,14 @@ int elf_file__text_sha256(struct elf_file *ef, unsigned char out[32])
 	GElf_Shdr sh;
 	Elf_Scn *scn = find_section(ef, ".text", 0, &sh);
 	Elf_Data *d;
-	unsigned int len = 32;
+	SHA2_CTX c;
 
 	if (!scn || !(d = elf_rawdata(scn, NULL)) || !d->d_buf)
 		return -1;
-	return EVP_Digest(d->d_buf, d->d_size, out, &len, EVP_sha256(), NULL) ? 0 : -1;
+	SHA256Init(&c);
+	SHA256Update(&c, d->d_buf, d->d_size);
+	SHA256Final(out, &c);
+	return 0;
 }
 
 /* A symbol's value in the symbol table of type, 0 when absent; with
