@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* keymap.h - byte-string keys to integer values (open addressing, FNV-1a). */
+/* keymap.h - byte-string keys to integer values (open addressing). */
 #ifndef NUPP_KEYMAP_H
 #define NUPP_KEYMAP_H
 

@@ -26,24 +26,28 @@ const char *const profile_state_names[NUPP_ST_MAX] = {
 struct frame_nums {
 	__u64 addr, map_start, map_limit, map_off;
 	__u32 start_line, line, kind;
+	__u32 zero;		/* no padding: every byte of a key is set */
 };
 
 /* A frame's fields as one byte string: its numbers, its name, a NUL, its
- * file. malloc'ed, its length in *len; NULL when out of memory. */
-static char *frame_key(const struct profile_frame *f, size_t *len)
+ * file. In buf when it fits (a new stack looks up every frame of it: no
+ * malloc for the many that are known), else malloc'ed; its length in
+ * *len; NULL when out of memory. */
+static char *frame_key(const struct profile_frame *f, char *buf, size_t bufsz, size_t *len)
 {
 	struct frame_nums nums = {
-		f->addr, f->map_start, f->map_limit, f->map_off, f->start_line, f->line, f->kind,
+		f->addr, f->map_start, f->map_limit, f->map_off, f->start_line, f->line, f->kind, 0,
 	};
 	size_t nlen = strlen(f->name), flen = strlen(f->file);
-	char *key = malloc(sizeof(nums) + nlen + 1 + flen);
+	size_t n = sizeof(nums) + nlen + 1 + flen;
+	char *key = n <= bufsz ? buf : malloc(n);
 
 	if (!key)
 		return NULL;
 	memcpy(key, &nums, sizeof(nums));
 	memcpy(key + sizeof(nums), f->name, nlen + 1);
 	memcpy(key + sizeof(nums) + nlen + 1, f->file, flen);
-	*len = sizeof(nums) + nlen + 1 + flen;
+	*len = n;
 	return key;
 }
 
@@ -68,8 +72,9 @@ static long frame_append(struct profile *p, const struct profile_frame *f)
 
 long profile__frame(struct profile *p, const struct profile_frame *f)
 {
+	char buf[512];
 	size_t len;
-	char *key = frame_key(f, &len);
+	char *key = frame_key(f, buf, sizeof(buf), &len);
 	long at;
 
 	if (!key)
@@ -84,7 +89,8 @@ long profile__frame(struct profile *p, const struct profile_frame *f)
 			at = -1;
 		}
 	}
-	free(key);
+	if (key != buf)
+		free(key);
 	return at;
 }
 
