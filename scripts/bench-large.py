@@ -15,6 +15,8 @@ the summary, detaching) in seconds. Prints a Markdown table.
     /usr/bin/python3 scripts/bench-large.py [--luajit /usr/bin/luajit] [--reps 3]
         [--compare OTHER-NUPP-BPF]   (both in turn, for a ratio on one machine)
         [--per-chunk K]              (K functions to a chunk, as modules hold them)
+        [--attach-after S]           (attach once the program has run S seconds,
+                                      as to a server: by default at once, 0.1 s old)
 """
 import argparse
 import os
@@ -36,9 +38,10 @@ def cpu_s(pid):
 
 def one(a, nupp, job, seconds):
     tgt = subprocess.Popen([a.luajit, os.path.join(ROOT, "tests/bench/large.lua"), "20000",
-                            str(seconds + 3), str(a.per_chunk)], stdout=subprocess.PIPE,
-                           text=True)
+                            str(seconds + 3 + a.attach_after), str(a.per_chunk)],
+                           stdout=subprocess.PIPE, text=True)
     assert tgt.stdout.readline() == "ready\n"
+    time.sleep(a.attach_after)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "p")
         args = (["record", "-o", out + ".collapsed"] if job == "record" else ["-o", out])
@@ -74,17 +77,20 @@ def main():
     p.add_argument("--seconds", type=int, default=12)
     p.add_argument("--per-chunk", type=int, default=1,
                    help="functions to a chunk (1: each its own, as generated code)")
+    p.add_argument("--attach-after", type=float, default=0, metavar="S",
+                   help="seconds the program runs before nupp-bpf attaches")
     a = p.parse_args()
     builds = [a.nupp] + ([a.compare] if a.compare else [])
     runs = {(b, job): [] for b in builds for job in ("record", "default job")}
     for _ in range(a.reps):			# every build and job in turn
         for b, job in runs:
             runs[(b, job)].append(one(a, b, job, a.seconds))
-    print("`nupp-bpf [record] -p PID -F 997 -d %d` on `%s tests/bench/large.lua 20000 %d %d` "
-          "(20,000 generated functions called round-robin, %s), %d runs of each in turn; "
+    print("`nupp-bpf [record] -p PID -F 997 -d %d` on `%s tests/bench/large.lua 20000 %g %d` "
+          "(20,000 generated functions called round-robin, %s%s), %d runs of each in turn; "
           "nupp-bpf's own CPU as a share of one core, medians:" % (
-              a.seconds, a.luajit, a.seconds + 3, a.per_chunk,
+              a.seconds, a.luajit, a.seconds + 3 + a.attach_after, a.per_chunk,
               "each its own chunk" if a.per_chunk == 1 else "%d to a chunk" % a.per_chunk,
+              ", attached after it ran %g s" % a.attach_after if a.attach_after else "",
               a.reps))
     print()
     print("| %sjob | start | first 4 s | whole run | last %.1f s and end | distinct stacks |"

@@ -95,6 +95,8 @@ struct run {
 	double started;
 	int wake_gap_ms;		/* the pause after the next wake (wait_tick) */
 	double stream_since;		/* since when every wait met new stacks, 0 none */
+	bool young;			/* a process followed may be a short program
+					 * near its end (place_young) */
 	__u64 started_ns;		/* CLOCK_REALTIME then, since the epoch */
 };
 
@@ -156,6 +158,20 @@ static struct sampler *sampler_load_wait(struct sampler_load *l, char *err, size
 	if (!l->sampler)
 		snprintf(err, errsz, "%s", l->err);
 	return l->sampler;
+}
+
+/* Had pl run for less than STREAM_S when it was attached? A short program
+ * may end at any moment, its memory gone with it: its new stacks are named
+ * a millisecond after they come until they have streamed for STREAM_S
+ * (wait_tick). A process older than that, attached with -p, is no short
+ * program: the pause after a wake grows from its first new stacks. */
+static bool place_young(const struct place *pl)
+{
+	struct timespec now;
+
+	if (place_is_child(pl) || clock_gettime(CLOCK_BOOTTIME, &now))
+		return true;
+	return now.tv_sec + now.tv_nsec / 1e9 - (double)pl->start / sysconf(_SC_CLK_TCK) < STREAM_S;
 }
 
 /* Launch the command, held before its exec until release(). */
@@ -236,6 +252,7 @@ static int attach_target(struct run *r, struct place *pl, bool final)
 	if (r->sampler && sampler__add_target(r->sampler, t, pl->zones, r->err, sizeof(r->err)))
 		goto fail;
 	pl->attached = true;
+	r->young |= r->launched.child || place_young(pl);
 	return 1;
 fail:
 	if (!place_found_later(pl)) {
@@ -454,9 +471,10 @@ static bool scan_awaited_vms(struct run *r)
  * sleep a context switch, dear on a VM), while a short program (the
  * corpus's run 0.1-0.6 s) keeps the 1-ms gap to its end; the first wait
  * at least as long as the gap that times out brings it back to 1 ms
- * (docs/benchmarks.md, bench-large). 64 ms of new stacks fit the ring
- * (~300 records of 7 KB) below ~4,500 new stacks a second; past that its
- * overflow is found by a scan of the table. The trace probe submits
+ * (docs/benchmarks.md, bench-large). Where no process followed is young
+ * (place_young), the stream is recognized at its first wake. 64 ms of new
+ * stacks fit the ring (~300 records of 7 KB) below ~4,500 new stacks a
+ * second; past that its overflow is found by a scan of the table. The trace probe submits
  * without wakeups: its events are taken in after each wait. */
 static void wait_tick(struct run *r)
 {
@@ -470,7 +488,7 @@ static void wait_tick(struct run *r)
 
 			usleep(gap * 1000);
 			if (!r->stream_since)
-				r->stream_since = monotonic_s();
+				r->stream_since = monotonic_s() - (r->young ? 0 : STREAM_S);
 			else if (monotonic_s() - r->stream_since >= STREAM_S)
 				r->wake_gap_ms = gap * 2 < WAKE_GAP_MAX_MS ? gap * 2 : WAKE_GAP_MAX_MS;
 		} else if (!r->sampler) {
