@@ -39,7 +39,7 @@
 
 #define TICK_MS		10	/* trace events are drained this often */
 #define POLL_TICKS	10	/* poll the targets every 100 ms */
-#define WAKE_GAP_MAX_MS	64	/* the longest pause after a wake (wait_tick) */
+#define WAKE_GAP_MAX_MS	64	/* the longest pause after a wake (wait_ticks) */
 #define STREAM_S	1.0	/* new stacks in every wait this long: a stream */
 
 static volatile sig_atomic_t stop_signal;
@@ -93,7 +93,7 @@ struct run {
 	char err[1024];
 	char title[512];		/* what is profiled, as the formats say it */
 	double started;
-	int wake_gap_ms;		/* the pause after the next wake (wait_tick) */
+	int wake_gap_ms;		/* the pause after the next wake (wait_ticks) */
 	double stream_since;		/* since when every wait met new stacks, 0 none */
 	bool young;			/* a process followed may be a short program
 					 * near its end (place_young) */
@@ -163,7 +163,7 @@ static struct sampler *sampler_load_wait(struct sampler_load *l, char *err, size
 /* Had pl run for less than STREAM_S when it was attached? A short program
  * may end at any moment, its memory gone with it: its new stacks are named
  * a millisecond after they come until they have streamed for STREAM_S
- * (wait_tick). A process older than that, attached with -p, is no short
+ * (wait_ticks). A process older than that, attached with -p, is no short
  * program: the pause after a wake grows from its first new stacks. */
 static bool place_young(const struct place *pl)
 {
@@ -400,7 +400,7 @@ static void status_line(struct run *r, bool clear)
 }
 
 /* A target attached before it created its VM (launched at exec) is scanned
- * for it every millisecond for its first FAST_SCANS ms (wait_tick()), then
+ * for it every millisecond for its first FAST_SCANS ms (wait_ticks()), then
  * at each poll, twice as long after each scan, until one is found. LuaJIT
  * creates its VM first thing, and its first work (the loader parsing the
  * main chunk, a large allocation) is C code, where r14 is not DISPATCH:
@@ -460,11 +460,12 @@ static bool scan_awaited_vms(struct run *r)
 	return awaited;
 }
 
-/* Wait a tick (TICK_MS), a millisecond at a time while a target's VM is
- * awaited. A new stack wakes the wait and is named at once: what names it
- * comes with it (struct nupp_capture) but for what lies beyond the
- * captures (the call sites of its outer frames), which the process must
- * still hold (tests/fixtures/corpus/: the last moments of a short program). After a wake, the next wait comes a millisecond later;
+/* Wait ticks (of TICK_MS), a millisecond at a time while a target's VM is
+ * awaited, until a stop signal at most. A new stack wakes the wait and is
+ * named at once: what names it comes with it (struct nupp_capture) but for
+ * what lies beyond the captures (the call sites of its outer frames), which
+ * the process must still hold (tests/fixtures/corpus/: the last moments of
+ * a short program). After a wake, the next wait comes a millisecond later;
  * once every wait has met new stacks for STREAM_S, twice as late after
  * each wake, up to WAKE_GAP_MAX_MS: a stream of new stacks (a large
  * program, hundreds a second) costs about 16 wakes a second (each wake and
@@ -474,13 +475,13 @@ static bool scan_awaited_vms(struct run *r)
  * (docs/benchmarks.md, bench-large). Where no process followed is young
  * (place_young), the stream is recognized at its first wake. 64 ms of new
  * stacks fit the ring (~300 records of 7 KB) below ~4,500 new stacks a
- * second; past that its overflow is found by a scan of the table. The trace probe submits
- * without wakeups: its events are taken in after each wait. */
-static void wait_tick(struct run *r)
+ * second; past that its overflow is found by a scan of the table. The trace
+ * probe submits without wakeups: its events are taken in after each wait. */
+static void wait_ticks(struct run *r, unsigned ticks)
 {
-	double end = monotonic_s() + TICK_MS / 1e3;
+	double end = monotonic_s() + ticks * TICK_MS / 1e3;
 
-	for (int left; (left = (int)((end - monotonic_s()) * 1e3 + 0.5)) > 0;) {
+	for (int left; !stop_signal && (left = (int)((end - monotonic_s()) * 1e3 + 0.5)) > 0;) {
 		int step = scan_awaited_vms(r) ? 1 : left;
 
 		if (r->sampler && sampler__wait(r->sampler, step) > 0) {
@@ -683,6 +684,18 @@ static int live_tick(struct run *r)
 	return 0;
 }
 
+/* How many ticks to wait from tick on. The trace ring (it wakes no one: it
+ * is drained after each wait) and the live jobs want a wait a tick; so does
+ * a session that records nothing yet, to look for LuaJIT. Samples alone
+ * wake the wait when new stacks come: it lasts until the next poll, and a
+ * steady program costs 10 wakes a second, not 100. */
+static unsigned ticks_to_wait(const struct run *r, unsigned tick)
+{
+	if (tracing(r) || r->top || r->files.rotate || !any_recording(r))
+		return 1;
+	return (POLL_TICKS - tick % POLL_TICKS) % POLL_TICKS + 1;
+}
+
 /* Poll until the duration ends, a stop signal comes, or every target (a
  * launched command) exits. While nothing is recorded (a launched process
  * has not mapped LuaJIT yet, one executed another program), look for
@@ -694,9 +707,11 @@ static int record(struct run *r)
 	if (start_live(r))
 		return -1;
 	for (unsigned tick = 0; !stop_signal; tick++) {
+		unsigned ticks = ticks_to_wait(r, tick);
 		int alive, live;
 
-		wait_tick(r);
+		wait_ticks(r, ticks);
+		tick += ticks - 1;
 		live = live_tick(r);
 		if (live < 0)
 			return -1;
