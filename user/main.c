@@ -356,8 +356,8 @@ int main(int argc, char **argv)
 	if (o.dump)
 		return dump__run(o.pids[0], o.json);
 	ret = session__run(&o);
-	/* Everything is written; the libraries' exit handlers (libcrypto's
-	 * cleanup) would only spend the session's last milliseconds. */
+	/* Everything is written; the libraries' exit handlers would only
+	 * spend the session's last milliseconds. */
 	fflush(NULL);
 	_exit(ret);
 }
