@@ -514,7 +514,8 @@ def test_launch_many_workers_on_one_stack(nupp, tmp_path, n):
     of CPU each. Forked, they run the
     same code at the same addresses, so their stacks hash alike. Each
     worker's samples are its own ([pid/tid ...] frames of --threads),
-    70-110 % of 997 per CPU second it ran, and at most 1 % of all samples
+    70-130 % of 997 per CPU second it ran (all workers together 90-110 %),
+    and at most 1 % of all samples
     are unresolved (the upper bound widened by the steal time measured over
     each worker's own window). With 12: guards the search for a counting
     slot, which must not start at the same place for every such stack (from
@@ -561,14 +562,19 @@ def test_launch_many_workers_on_one_stack(nupp, tmp_path, n):
         in_work[pid] = in_work.get(pid, 0) + count * any(
             f in ("sameworkers.lua:work", "sameworkers.lua:wait_to_work") for f in frames(m[4]))
     assert set(per_pid) == set(truth), (sorted(per_pid), sorted(truth))
+    # All workers together: their CPU time at the rate, within 10 % (steal
+    # adds samples: the timer counts it, their CPU time does not).
+    want_all, got_all = FREQ * sum(truth.values()), sum(per_pid.values())
+    assert 0.9 * want_all <= got_all <= 1.1 * want_all / (1 - min(2 * run.steal, 0.5)), \
+        f"{got_all} samples for the workers' {sum(truth.values()):.2f} CPU seconds:\n{run}"
     for pid, cpu in truth.items():
-        # Steal while this worker ran adds samples (its CPU time leaves it
-        # out, the timer does not): as measured over its own window.
         want, st = FREQ * cpu, max(steal.share(*windows[pid]), run.steal)
-        # At least 70 %: what this guards against leaves a worker none; 12 or
-        # 72 spinning workers on 2 CPUs share each timer tick's CPU
-        # unevenly (0.91-1.05 of the rate in most runs, 0.79 once).
-        assert 0.7 * want <= per_pid[pid] <= 1.1 * want / (1 - min(2 * st, 0.5)), \
+        # Each worker apart, 70-130 %: 12 or 72 spinning workers on 2 CPUs
+        # share each CPU's timer ticks unevenly, as the ticks fall against the
+        # scheduler's switches (0.91-1.05 of the rate in most runs, 0.79 and
+        # 1.10 once each). What this guards against gives a worker none of
+        # its samples, or another's too (twice its share).
+        assert 0.7 * want <= per_pid[pid] <= 1.3 * want / (1 - min(2 * st, 0.5)), \
             f"worker {pid}: {per_pid[pid]} samples for {cpu:.2f} CPU seconds " \
             f"(steal {100 * st:.1f} % meanwhile):\n{run}"
         assert in_work[pid] >= 0.97 * per_pid[pid], \
