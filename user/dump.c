@@ -27,13 +27,11 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <sys/mman.h>
 #include "dump.h"
 #include "formats.h"
 #include "lj_target.h"
@@ -56,9 +54,6 @@ static pid_t walk_pid;
 #define WALK_TRIES		3	/* walks of a blocked thread's VM that changed */
 #define NATIVE_SCAN		4096	/* bytes of a blocked thread's native stack
 					 * searched for its return into a trace */
-#define MMAP_THRESHOLD	(32 << 20)	/* glibc's largest: smaller blocks come from the heap */
-#define HEAP_BYTES		(30 << 20)	/* the heap, grown at once */
-#define HUGE_PAGE		(2UL << 20)
 
 struct dthread {
 	pid_t tid;
@@ -111,30 +106,6 @@ struct dump {
 	char sample_why[160];	/* why they could not be, "" when they were */
 	double t0;
 };
-
-/* Fresh memory is dear on a virtual machine that shadows the guest's page
- * tables: the first touch of each 4 KiB page costs tens of us, and a huge
- * page is touched once for 512 of them. Loading the sampler has libbpf read
- * the kernel's BTF (megabytes) into fresh memory and copy it into more, a
- * large part of a dump's CPU time. So the heap is grown once, asked to be
- * backed by huge pages, and kept: allocations below HEAP_BYTES come from
- * it. Where huge pages are off, nothing is lost. */
-static void heap_in_huge_pages(void)
-{
-	__u64 lo, hi;
-	char *p;
-
-	if (!mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) || !mallopt(M_TRIM_THRESHOLD, 2 * HEAP_BYTES))
-		return;
-	p = malloc(HEAP_BYTES);
-	if (!p)
-		return;
-	lo = ((__u64)(unsigned long)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-	hi = ((__u64)(unsigned long)p + HEAP_BYTES) & ~(HUGE_PAGE - 1);
-	if (hi > lo)
-		madvise((void *)(unsigned long)lo, hi - lo, MADV_HUGEPAGE);
-	free(p);
-}
 
 /* ---------------------------------------------------------------------------
  * Threads, as /proc shows them without stopping them
@@ -869,7 +840,6 @@ int dump__run(pid_t pid, bool json)
 		return 1;
 	}
 	d->t0 = 1e3 * monotonic_s();
-	heap_in_huge_pages();
 	d->pid = walk_pid = pid;
 	if (lj_target__open(&d->t, pid, err, sizeof(err))) {
 		session__error("%s", err);

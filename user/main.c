@@ -19,12 +19,14 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include "dump.h"
 #include "formats.h"
@@ -326,6 +328,36 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
+#define MMAP_THRESHOLD	(32 << 20)	/* glibc's largest: smaller blocks come from the heap */
+#define HEAP_BYTES	(30 << 20)	/* the heap, grown at once */
+#define HUGE_PAGE	(2UL << 20)
+
+/* Fresh memory is dear on a virtual machine that shadows the guest's page
+ * tables: the first touch of each 4 KiB page costs ~10 us there, and a huge
+ * page is touched once for 512 of them. Loading the sampler has libbpf read
+ * the kernel's BTF (megabytes) into fresh memory and copy it into more (a
+ * large part of a dump's CPU time), and a large program's profile grows by
+ * tens of MB of tables and names. So the heap is grown once, asked to be
+ * backed by huge pages, and kept: allocations below HEAP_BYTES come from
+ * it. Where huge pages are off, nothing is lost. Here, not in the Lua
+ * module: a script's own process keeps its heap as it is. */
+static void heap_in_huge_pages(void)
+{
+	unsigned long lo, hi;
+	char *p;
+
+	if (!mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) || !mallopt(M_TRIM_THRESHOLD, 2 * HEAP_BYTES))
+		return;
+	p = malloc(HEAP_BYTES);
+	if (!p)
+		return;
+	lo = ((unsigned long)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+	hi = ((unsigned long)p + HEAP_BYTES) & ~(HUGE_PAGE - 1);
+	if (hi > lo)
+		madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+	free(p);
+}
+
 int main(int argc, char **argv)
 {
 	struct session_opts o = {
@@ -351,6 +383,7 @@ int main(int argc, char **argv)
 	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER | ARGP_NO_ERRS | ARGP_NO_HELP, NULL, &o))
 		usage_error("unknown option, or an option without its value: '%s'",
 			    o.bad_arg ? o.bad_arg : "?");
+	heap_in_huge_pages();
 	if (o.inspect)
 		return inspect__run(o.inspect_file, o.npids ? o.pids[0] : 0);
 	if (o.dump)
