@@ -327,6 +327,47 @@ __noinline int capture_names(const struct lj_layout *lj, const struct sampler_sc
 	return 0;
 }
 
+/* The scan of capture_site() for the instruction that loaded a called slot
+ * (lj_debug_slotname): where it is, what it knows so far. */
+struct site_scan {
+	const struct nupp_proc *p;
+	const struct nupp_site *out;
+	__u32 slot;		/* the slot followed (through MOVs) */
+	__u32 ins;		/* the instruction that loaded it, */
+	__u8 cls;		/* and its class */
+	__u8 n;			/* instructions captured, the call last */
+	__u8 last;		/* the farthest step back: the header, exclusive */
+};			/* small: capture_site()'s stack stays under 64 bytes */
+
+/* One instruction back, the (k + 2)-th from the end: 1 once the scan ends
+ * (ss->cls set when it found the load, else 0). A bpf_loop() callback: the
+ * verifier checks it once, where it would check a loop's body turn by turn
+ * (a quarter of the sampler's load time); the call per turn is paid only
+ * when a new stack is announced. */
+static long site_scan_step(__u32 k, void *ctx)
+{
+	struct site_scan *ss = ctx;
+	__u32 i = k + 2, ins, op, ra, cls;
+
+	if (i > ss->last)
+		return 1;
+	ins = lj_u32_at(ss->out->bc.bytes, 4 * (ss->n - i), NUPP_CAPTURE_MAX);
+	op = ins & 0xff;
+	ra = (ins >> 8) & 0xff;
+	cls = op < NUPP_OPS ? ss->p->site_ops[op & (NUPP_OPS - 1)] & NUPP_OP_CLASS : 0;
+	if (cls == NUPP_OP_BASE || cls == NUPP_OP_KNIL)
+		return ss->slot >= ra && (cls == NUPP_OP_BASE || ss->slot <= ins >> 16);
+	if (cls < NUPP_OP_DST || ra != ss->slot)
+		return 0;
+	if (cls == NUPP_OP_MOV) {
+		ss->slot = ins >> 16;
+		return 0;
+	}
+	ss->ins = ins;
+	ss->cls = cls;
+	return 1;
+}
+
 /* Capture what names a frame from its call site at pc in caller (the
  * capture of the caller's proto): what user/symbolize.c's site_derive()
  * reads, following lj_debug_funcname and lj_debug_slotname. The bytecode
@@ -338,9 +379,10 @@ __noinline int capture_names(const struct lj_layout *lj, const struct sampler_sc
 __noinline int capture_site(const struct nupp_proc *p, const struct nupp_capture *caller,
 			    __u64 pc, struct nupp_site *out)
 {
+	struct site_scan ss = { .p = p, .out = out };
 	const struct lj_layout *lj;
 	__u64 bc, lo, at;
-	__u32 n, ins, op, slot, ra, cls;
+	__u32 n, ins, cls;
 
 	if (!p || !caller || !out)
 		return 0;
@@ -358,34 +400,19 @@ __noinline int capture_site(const struct nupp_proc *p, const struct nupp_capture
 	cls = p->site_ops[ins & (NUPP_OPS - 1)];
 	if ((ins & 0xff) >= NUPP_OPS || !(cls & (NUPP_OP_CALL | NUPP_OP_ITERC)))
 		return 0;
-	slot = ((ins >> 8) & 0xff) - (cls & NUPP_OP_ITERC ? 3 : 0);
-	/* Back to the function's header, exclusive, as lj_debug_slotname. */
-	for (__u32 i = 2; i <= NUPP_SITE_BLOCK && i <= n - (lo == bc); i++) {
-		ins = lj_u32_at(out->bc.bytes, 4 * (n - i), NUPP_CAPTURE_MAX);
-		op = ins & 0xff;
-		ra = (ins >> 8) & 0xff;
-		cls = op < NUPP_OPS ? p->site_ops[op & (NUPP_OPS - 1)] & NUPP_OP_CLASS : 0;
-		if (cls == NUPP_OP_BASE || cls == NUPP_OP_KNIL) {
-			if (slot >= ra && (cls == NUPP_OP_BASE || slot <= ins >> 16))
-				return 0;
-		} else if (cls >= NUPP_OP_DST && ra == slot) {
-			if (cls == NUPP_OP_MOV) {
-				slot = ins >> 16;
-				continue;
-			}
-			if (cls == NUPP_OP_UGET)
-				capture_chunk(&out->ref, lj_u64_at(caller->bytes, lj->pt_uvinfo,
-								   NUPP_CAPTURE_MAX));
-			if (cls != NUPP_OP_GGET && cls != NUPP_OP_TGETS)
-				return 0;
-			/* The constant's slot, below k, then its string. */
-			at = lj_u64_at(caller->bytes, lj->pt_k, NUPP_CAPTURE_MAX) -
-			     8 * ((__u64)(cls == NUPP_OP_GGET ? ins >> 16 : (ins >> 16) & 0xff) + 1);
-			if (capture(&out->ref, at, 8))
-				capture_str(&out->str, lj, lj_u64_at(out->ref.bytes, 0, NUPP_CAPTURE_MAX));
-			return 0;
-		}
-	}
+	ss.n = n;
+	ss.last = n - (lo == bc) < NUPP_SITE_BLOCK ? n - (lo == bc) : NUPP_SITE_BLOCK;
+	ss.slot = ((ins >> 8) & 0xff) - (cls & NUPP_OP_ITERC ? 3 : 0);
+	bpf_loop(NUPP_SITE_BLOCK - 1, site_scan_step, &ss, 0);
+	if (ss.cls == NUPP_OP_UGET)
+		capture_chunk(&out->ref, lj_u64_at(caller->bytes, lj->pt_uvinfo, NUPP_CAPTURE_MAX));
+	if (ss.cls != NUPP_OP_GGET && ss.cls != NUPP_OP_TGETS)
+		return 0;
+	/* The constant's slot, below k, then its string. */
+	at = lj_u64_at(caller->bytes, lj->pt_k, NUPP_CAPTURE_MAX) -
+	     8 * ((__u64)(ss.cls == NUPP_OP_GGET ? ss.ins >> 16 : (ss.ins >> 16) & 0xff) + 1);
+	if (capture(&out->ref, at, 8))
+		capture_str(&out->str, lj, lj_u64_at(out->ref.bytes, 0, NUPP_CAPTURE_MAX));
 	return 0;
 }
 

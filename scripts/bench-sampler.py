@@ -58,7 +58,7 @@ WORKLOAD_TITLES = {
     "gc_heavy": "GC-heavy",
 }
 JP_MODE = "Gi1"			# full stacks (flame graph format), 1 ms asked
-SYS_BPF, SYS_PERF_EVENT_OPEN, SYS_CLOCK_NANOSLEEP = 321, 298, 230
+SYS_BPF, SYS_PERF_EVENT_OPEN, SYS_CLOCK_NANOSLEEP, SYS_POLL = 321, 298, 230, 7
 STATS = "/proc/sys/kernel/bpf_stats_enabled"
 BEGIN, END = "<!-- bench-sampler: begin -->", "<!-- bench-sampler: end -->"
 
@@ -254,7 +254,8 @@ def schedstat_ns(pid):
 
 
 def wait_polling(pid, proc, what, timeout=15.0):
-    """Wait until nupp-bpf sleeps in its poll loop (clock_nanosleep): it has
+    """Wait until nupp-bpf sleeps in its poll loop (clock_nanosleep between
+    ticks, or poll on its ring of new stacks while it only samples): it has
     loaded, attached and registered the target."""
     t_end = time.monotonic() + timeout
     while time.monotonic() < t_end:
@@ -262,7 +263,7 @@ def wait_polling(pid, proc, what, timeout=15.0):
             die("%s exited early: %s" % (what, proc.stderr.read().strip()))
         try:
             with open("/proc/%d/syscall" % pid) as f:
-                if f.read().split()[0] == str(SYS_CLOCK_NANOSLEEP):
+                if f.read().split()[0] in (str(SYS_CLOCK_NANOSLEEP), str(SYS_POLL)):
                     return
         except (OSError, IndexError):
             pass

@@ -339,14 +339,17 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
  * large part of a dump's CPU time), and a large program's profile grows by
  * tens of MB of tables and names. So the heap is grown once, asked to be
  * backed by huge pages, and kept: allocations below HEAP_BYTES come from
- * it. Where huge pages are off, nothing is lost. Here, not in the Lua
- * module: a script's own process keeps its heap as it is. */
+ * it, those of every thread (one arena: the BPF object is loaded, and the
+ * BTF read, on a thread of its own). Where huge pages are off, nothing is
+ * lost. Here, not in the Lua module: a script's own process keeps its heap
+ * as it is. */
 static void heap_in_huge_pages(void)
 {
 	unsigned long lo, hi;
 	char *p;
 
-	if (!mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) || !mallopt(M_TRIM_THRESHOLD, 2 * HEAP_BYTES))
+	if (!mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) || !mallopt(M_TRIM_THRESHOLD, 2 * HEAP_BYTES) ||
+	    !mallopt(M_ARENA_MAX, 1))
 		return;
 	p = malloc(HEAP_BYTES);
 	if (!p)
