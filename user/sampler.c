@@ -795,13 +795,9 @@ int sampler__drain(struct sampler *s)
 	return n;
 }
 
-int sampler__wait(struct sampler *s, int timeout_ms)
+int sampler__fd(const struct sampler *s)
 {
-	struct pollfd pfd = { .fd = ring_buffer__epoll_fd(s->new_slots), .events = POLLIN };
-
-	if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
-		return -errno;
-	return sampler__drain(s);
+	return ring_buffer__epoll_fd(s->new_slots);
 }
 
 int sampler__poll(struct sampler *s)

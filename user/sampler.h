@@ -5,7 +5,7 @@
  *
  *	s = sampler__open(&opts, err, sizeof(err));
  *	sampler__add_target(s, &target, zones, err, sizeof(err));	// and _remove_target
- *	while (running) sampler__wait(s, 10);		// symbolize new stacks
+ *	while (running) poll(sampler__fd(s)), sampler__drain(s);	// name new stacks
  *	... and every few ticks sampler__poll(s);	// age the caches too
  *	sampler__collect(s, &profile);			// counts so far
  *	sampler__take(s, &profile);			// final counts, before the close
@@ -106,9 +106,9 @@ int sampler__poll(struct sampler *s);
  * its code, and its process, still exist. How many there were, or -errno. */
 int sampler__drain(struct sampler *s);
 
-/* Wait up to timeout_ms for a new stack (the kernel wakes the ring when it
- * had been read empty), then sampler__drain. */
-int sampler__wait(struct sampler *s, int timeout_ms);
+/* A descriptor that polls readable when a new stack comes (the kernel wakes
+ * the ring when it had been read empty): wait on it, then sampler__drain. */
+int sampler__fd(const struct sampler *s);
 
 /* Distinct stacks seen so far (kernel side) and their total samples. */
 void sampler__progress(struct sampler *s, __u64 *samples, __u64 *stacks);

@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -37,7 +38,8 @@
 #include "util.h"
 #include "zones.h"
 
-#define TICK_MS		10	/* trace events are drained this often */
+#define TICK_MS		10	/* the live jobs' tick */
+#define ABORT_GAP_MS	10	/* the shortest time between wakes by aborts */
 #define POLL_TICKS	10	/* poll the targets every 100 ms */
 #define WAKE_GAP_MAX_MS	64	/* the longest pause after a wake (wait_ticks) */
 #define STREAM_S	1.0	/* new stacks in every wait this long: a stream */
@@ -95,6 +97,7 @@ struct run {
 	double started;
 	int wake_gap_ms;		/* the pause after the next wake (wait_ticks) */
 	double stream_since;		/* since when every wait met new stacks, 0 none */
+	double aborts_wake_after;	/* aborts wake no wait before then (wait_rings) */
 	bool young;			/* a process followed may be a short program
 					 * near its end (place_young) */
 	__u64 started_ns;		/* CLOCK_REALTIME then, since the epoch */
@@ -460,6 +463,39 @@ static bool scan_awaited_vms(struct run *r)
 	return awaited;
 }
 
+enum { WOKE_STACKS = 1, WOKE_ABORTS = 2 };
+
+/* How long aborts may not wake a wait yet, in ms (wait_rings). */
+static int aborts_muted_ms(const struct run *r)
+{
+	double left = r->tracer ? r->aborts_wake_after - monotonic_s() : 0;
+
+	return left > 0 ? (int)(left * 1e3) + 1 : 0;
+}
+
+/* Sleep up to ms, or until new stacks or (when aborts_muted_ms() is 0)
+ * aborts wake the session: what woke it (WOKE_*), the new stacks taken
+ * in. A wake by aborts (their probe wakes the trace ring when it had been
+ * read empty) mutes them for ABORT_GAP_MS, and the waits meanwhile end by
+ * then: a burst of aborts costs 100 wakes a second, and they are taken in
+ * within ~10 ms, as their zone paths are read from the process. */
+static int wait_rings(struct run *r, int ms)
+{
+	struct pollfd pfd[2] = {
+		{ .fd = r->sampler ? sampler__fd(r->sampler) : -1, .events = POLLIN },
+		{ .fd = r->tracer && !aborts_muted_ms(r) ? tracer__fd(r->tracer) : -1, .events = POLLIN },
+	};
+	int woke = 0;
+
+	if (poll(pfd, 2, ms) > 0 && (pfd[1].revents & POLLIN)) {
+		woke |= WOKE_ABORTS;
+		r->aborts_wake_after = monotonic_s() + ABORT_GAP_MS / 1e3;
+	}
+	if (r->sampler && sampler__drain(r->sampler) > 0)
+		woke |= WOKE_STACKS;
+	return woke;
+}
+
 /* Wait ticks (of TICK_MS), a millisecond at a time while a target's VM is
  * awaited, until a stop signal at most. A new stack wakes the wait and is
  * named at once: what names it comes with it (struct nupp_capture) but for
@@ -475,16 +511,20 @@ static bool scan_awaited_vms(struct run *r)
  * (docs/benchmarks.md, bench-large). Where no process followed is young
  * (place_young), the stream is recognized at its first wake. 64 ms of new
  * stacks fit the ring (~300 records of 7 KB) below ~4,500 new stacks a
- * second; past that its overflow is found by a scan of the table. The trace
- * probe submits without wakeups: its events are taken in after each wait. */
+ * second; past that its overflow is found by a scan of the table. Trace
+ * events are taken in after each wait. */
 static void wait_ticks(struct run *r, unsigned ticks)
 {
 	double end = monotonic_s() + ticks * TICK_MS / 1e3;
 
 	for (int left; !stop_signal && (left = (int)((end - monotonic_s()) * 1e3 + 0.5)) > 0;) {
-		int step = scan_awaited_vms(r) ? 1 : left;
+		int step = scan_awaited_vms(r) ? 1 : left, muted = aborts_muted_ms(r), woke;
 
-		if (r->sampler && sampler__wait(r->sampler, step) > 0) {
+		if (muted && step > muted)
+			step = muted;
+		woke = wait_rings(r, step);
+
+		if (woke & WOKE_STACKS) {
 			int gap = r->wake_gap_ms > 1 ? r->wake_gap_ms : 1;
 
 			usleep(gap * 1000);
@@ -492,9 +532,7 @@ static void wait_ticks(struct run *r, unsigned ticks)
 				r->stream_since = monotonic_s() - (r->young ? 0 : STREAM_S);
 			else if (monotonic_s() - r->stream_since >= STREAM_S)
 				r->wake_gap_ms = gap * 2 < WAKE_GAP_MAX_MS ? gap * 2 : WAKE_GAP_MAX_MS;
-		} else if (!r->sampler) {
-			usleep(step * 1000);
-		} else if (step >= r->wake_gap_ms) {
+		} else if (!woke && r->sampler && step >= r->wake_gap_ms) {
 			/* A wait as long as the gap met nothing (a tick's last
 			 * few ms may well meet nothing in the thick of a stream). */
 			r->wake_gap_ms = 1;
@@ -684,14 +722,14 @@ static int live_tick(struct run *r)
 	return 0;
 }
 
-/* How many ticks to wait from tick on. The trace ring (it wakes no one: it
- * is drained after each wait) and the live jobs want a wait a tick; so does
- * a session that records nothing yet, to look for LuaJIT. Samples alone
- * wake the wait when new stacks come: it lasts until the next poll, and a
- * steady program costs 10 wakes a second, not 100. */
+/* How many ticks to wait from tick on. The live jobs want a wait a tick;
+ * so does a session that records nothing yet, to look for LuaJIT. Else the
+ * wait lasts until the next poll, woken by new stacks and by a trace ring a
+ * quarter full (both are drained after each wake): a steady program costs
+ * 10 wakes a second, not 100. */
 static unsigned ticks_to_wait(const struct run *r, unsigned tick)
 {
-	if (tracing(r) || r->top || r->files.rotate || !any_recording(r))
+	if (r->top || r->files.rotate || !any_recording(r))
 		return 1;
 	return (POLL_TICKS - tick % POLL_TICKS) % POLL_TICKS + 1;
 }

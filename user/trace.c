@@ -371,13 +371,17 @@ bool tracer__target_execed(struct tracer *tr, pid_t pid)
 
 int tracer__poll(struct tracer *tr, int timeout_ms)
 {
-	/* The probe submits without wakeups (each costs ~4 us in the target):
-	 * wait out the timeout, then consume whatever is there. */
+	/* Wait out the timeout or a wakeup, then consume whatever is there. */
 	int n = ring_buffer__poll(tr->rb, timeout_ms);
 
 	if (n < 0 && n != -EINTR)
 		return n;
 	return ring_buffer__consume(tr->rb);
+}
+
+int tracer__fd(const struct tracer *tr)
+{
+	return ring_buffer__epoll_fd(tr->rb);
 }
 
 void tracer__pause(struct tracer *tr, bool paused)

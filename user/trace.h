@@ -63,6 +63,10 @@ int tracer__set_zones(struct tracer *tr, const struct lj_target *t, struct zones
  * -errno. Call it often enough that aborted functions are still alive. */
 int tracer__poll(struct tracer *tr, int timeout_ms);
 
+/* A descriptor that polls readable when an abort comes (the probe wakes the
+ * ring when it had been read empty): wait on it, then tracer__poll. */
+int tracer__fd(const struct tracer *tr);
+
 /* Stop or resume counting; the probes stay attached. */
 void tracer__pause(struct tracer *tr, bool paused);
 
