@@ -22,7 +22,11 @@
  *     against a constant;
  *   - IR constants lie at refs [T->nk, REF_BIAS) of T->ir (biased), 8 bytes
  *     each; a 64-bit one (KNUM, and KGC in GC64) keeps its value in the
- *     next 8 bytes.
+ *     next 8 bytes;
+ *   - a trace that links to another writes the frames of its last snapshot
+ *     to the stack and stores its new BASE in jit_base before it jumps
+ *     (asm_tail_link), as a return below the start frame stores the lower
+ *     one (asm_retf).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -633,6 +637,29 @@ static int chain_resolve(struct tracemap *tm, struct tm_trace *tr, __u32 i, stru
 	return 0;
 }
 
+/* Are ch's frames in memory already? A trace that links to another writes
+ * the frames it inlined to the stack and moves jit_base to the innermost
+ * before it jumps (asm_tail_link): a sample in those last instructions
+ * walks them from memory. They are then the chain's functions, and the
+ * base frame the chain returns to lies below them, not at in[0] (whose
+ * bytecode does not hold the chain's base pc; a recursion whose inlined
+ * frames repeat the walked ones has its base frame at in[0]). */
+static bool chain_in_memory(struct tracemap *tm, const struct tm_chain *ch,
+			    const struct nupp_frame *in, int depth)
+{
+	int n = ch->n;
+
+	if (!n || n >= depth || ch->base_fn || !ch->base_pc)
+		return false;
+	for (int k = 0; k < n; k++)
+		if (in[k].fn != ch->frames[k].fn)
+			return false;
+	return NUPP_FN_KIND(in[n].fn) == NUPP_FN_LUA &&
+	       proto_holds(tm, NUPP_FN_VALUE(in[n].fn), ch->base_pc) &&
+	       !(NUPP_FN_KIND(in[0].fn) == NUPP_FN_LUA &&
+		 proto_holds(tm, NUPP_FN_VALUE(in[0].fn), ch->base_pc));
+}
+
 int tracemap__expand(struct tracemap *tm, __u64 g, const struct nupp_frame *in, int depth,
 		     struct nupp_frame *out, int max, int *n)
 {
@@ -661,6 +688,12 @@ int tracemap__expand(struct tracemap *tm, __u64 g, const struct nupp_frame *in, 
 		return err;
 	if (ch->state < 0 || ch->n + depth > max)
 		return TRACEMAP_UNMAPPED;
+	if (chain_in_memory(tm, ch, in, depth)) {
+		/* The walk's frames, with the pcs the snapshot gives them. */
+		memcpy(out, ch->frames, ch->n * sizeof(*out));
+		out[ch->n].pc = (ch->base_pc & ~(__u64)NUPP_CALL_MASK) | (in[ch->n].pc & NUPP_CALL_MASK);
+		return TRACEMAP_MAPPED;
+	}
 	memcpy(out, ch->frames, ch->n * sizeof(*out));
 	memcpy(out + ch->n, in, depth * sizeof(*in));
 	k = ch->n;

@@ -345,6 +345,28 @@ def test_inlined_callees(nupp, lua_build_ready, build_name, mode):
     assert mapped_share(run) >= 0.9, run.stderr
 
 
+@pytest.mark.parametrize("build_name", WORKLOAD_BUILDS)
+def test_trace_linking_into_inlined_frames(nupp, lua_build_ready, build_name):
+    """linktail.lua: a trace that inlined mid and leaf writes their frames
+    to the stack and moves jit_base to leaf's before it jumps to leaf's loop
+    trace. A sample in those last instructions walks leaf and mid from
+    memory: they are not added again from the snapshot (before the fix,
+    17 of ~2,900 samples a run read main;mid;leaf;mid;leaf). Every stack
+    with leaf or mid is exactly main;mid[;leaf], and >= 90 % of the compiled
+    samples map."""
+    b = lua_build_ready(build_name)
+    run = nupp.launch(b, workload("linktail.lua"), 3, timeout=120)
+    assert run.returncode == 0, run
+    assert_resolves(run)
+    want = re.compile(r"^" + LUAJIT_ROOT + r";linktail\.lua:0;linktail\.lua:mid(;linktail\.lua:leaf)?$")
+    text = run.output.read_text()
+    bad = [(st, c) for st, c in run.rows
+           if ("linktail.lua:leaf" in st or "linktail.lua:mid" in st) and not want.match(st)]
+    assert not bad, f"stacks not main;mid[;leaf]: {bad}\n{text}"
+    assert sum(c for st, c in run.rows if st.endswith("linktail.lua:leaf")) >= 0.5 * total(run.rows), text
+    assert mapped_share(run) >= 0.9, run.stderr
+
+
 @pytest.mark.parametrize("mode", ["interp", "jit"])
 @pytest.mark.parametrize("build_name", WORKLOAD_BUILDS)
 def test_lines(nupp, lua_build_ready, build_name, mode):
