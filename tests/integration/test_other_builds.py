@@ -48,8 +48,10 @@ def test_variant_sampler(privileged, tmp_path, name):
     assert total(rows) > 1000, rows
     good = share(rows, lambda f: bool(MIXED.match(";".join(f))))
     assert good >= 0.97, (good, rows)
+    # Each at least 2 %: its interpreted part, 22 % unprofiled, moves to
+    # 3-15 % in a few profiled runs (test_build_and_mode).
     for fn in ("compiled", "interpreted"):
-        assert share(rows, lambda f: f[-1] == f"mixed.lua:{fn}") >= 0.15, rows
+        assert share(rows, lambda f: f[-1] == f"mixed.lua:{fn}") >= 0.02, rows
 
 
 @pytest.mark.parametrize("keep", ["symbols", "dwarf"])

@@ -89,8 +89,12 @@ def assert_rate(n, cpu, hz, what="", steal=0.0):
 def test_build_and_mode(nupp, target, lua_build_ready, build_name, mode):
     """mixed.lua spends its time in outer->interpreted (jit.off) and
     outer->compiled (a trace): both stacks, exactly, carry >= 97 % of the
-    samples, each >= 15 %, both VM states show up, and the sample count
-    matches the target's CPU time."""
+    samples; each stack's share is its VM state's (interpreted() only runs
+    in the interpreter, compiled() only on trace) within 2 points, and at
+    least 2 %; and the sample count matches the target's CPU time. (Its
+    interpreted part is 22 % of its CPU time unprofiled, 20-32 % in most
+    profiled runs, 3-15 % in a few, with either VM state saying the same:
+    the split moves, not the attribution.)"""
     b = lua_build_ready(build_name)
     script = workload("mixed.lua")
     if mode == "launch":
@@ -108,11 +112,11 @@ def test_build_and_mode(nupp, target, lua_build_ready, build_name, mode):
     stack_re = re.compile(MIXED_RE.format(c="" if b.embedded else LUAJIT_ROOT + ";"))
     good = share(rows, lambda f: bool(stack_re.match(";".join(f))))
     assert good >= 0.97, f"only {100 * good:.1f} % on the expected stacks:\n{run.output.read_text()}"
-    for fn in ("compiled", "interpreted"):
-        sh = share(rows, lambda f: f[-1] == f"mixed.lua:{fn}")
-        assert sh >= 0.15, f"{fn}: only {100 * sh:.1f} %:\n{run.output.read_text()}"
     st = run.summary.states
-    assert st["compiled"] >= 15 and st["interpreted"] >= 15, f"VM states {st}"
+    for fn in ("compiled", "interpreted"):
+        sh = 100 * share(rows, lambda f: f[-1] == f"mixed.lua:{fn}")
+        assert sh >= 2 and abs(sh - st[fn]) <= 2, \
+            f"{fn}: {sh:.1f} % of the samples, VM state {fn} {st[fn]} %:\n{run.output.read_text()}"
     assert_rate(total(rows), cpu, FREQ, steal=run.steal)
 
 
