@@ -724,8 +724,8 @@ static int live_tick(struct run *r)
 
 /* How many ticks to wait from tick on. The live jobs want a wait a tick;
  * so does a session that records nothing yet, to look for LuaJIT. Else the
- * wait lasts until the next poll, woken by new stacks and by a trace ring a
- * quarter full (both are drained after each wake): a steady program costs
+ * wait lasts until the next poll, woken by new stacks and by aborts
+ * (wait_rings; both are taken in after each wake): a steady program costs
  * 10 wakes a second, not 100. */
 static unsigned ticks_to_wait(const struct run *r, unsigned tick)
 {
