@@ -688,13 +688,13 @@ int tracemap__expand(struct tracemap *tm, __u64 g, const struct nupp_frame *in, 
 		return err;
 	if (ch->state < 0 || ch->n + depth > max)
 		return TRACEMAP_UNMAPPED;
+	memcpy(out, ch->frames, ch->n * sizeof(*out));
 	if (chain_in_memory(tm, ch, in, depth)) {
-		/* The walk's frames, with the pcs the snapshot gives them. */
-		memcpy(out, ch->frames, ch->n * sizeof(*out));
+		/* The walk's frames (out holds them past the chain's), with
+		 * the pcs the snapshot gives them. */
 		out[ch->n].pc = (ch->base_pc & ~(__u64)NUPP_CALL_MASK) | (in[ch->n].pc & NUPP_CALL_MASK);
 		return TRACEMAP_MAPPED;
 	}
-	memcpy(out, ch->frames, ch->n * sizeof(*out));
 	memcpy(out + ch->n, in, depth * sizeof(*in));
 	k = ch->n;
 	out[k].fn = ch->base_fn ? ch->base_fn : in[0].fn;
