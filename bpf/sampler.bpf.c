@@ -204,11 +204,20 @@ __noinline __u64 vm_in_regs(const struct lj_layout *lj)
 	return 0;
 }
 
+/* Whether the current process has one thread (read only when a sample's
+ * VM is not known otherwise). */
+static __always_inline bool single_threaded(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	return BPF_CORE_READ(task, signal, nr_threads) == 1;
+}
+
 /* The VM running on this thread, into sc->key.g (0 none): DISPATCH (r14) is
  * pinned in the interpreter and in GC64 trace code; C code usually preserves
  * it (callee-saved). A candidate equal to the VM last validated on this
  * thread needs no check; one that does not validate falls back to that VM,
- * then, on the main thread, to the process's only VM, then to one a
+ * then, in a process of one thread, to the process's only VM, then to one a
  * callee-saved register names (vm_in_regs), which is kept as the thread's. */
 static __always_inline void find_vm(const struct nupp_proc *p, struct sampler_scratch *sc)
 {
@@ -225,10 +234,11 @@ static __always_inline void find_vm(const struct nupp_proc *p, struct sampler_sc
 		bpf_map_update_elem(&thread_vm, &tk, &sc->key.g, BPF_ANY);
 		return;
 	}
-	/* The process's only VM stands in for its main thread alone: another
-	 * thread never seen in a VM may be making its own (it was, once, when
-	 * the scan had found the first thread's VM only). */
-	sc->key.g = last ? *last : sc->key.tid == sc->key.pid ? p->g : 0;
+	/* The process's only VM stands in for a process of one thread alone.
+	 * With more, the thread sampled may run no VM (a host's main thread
+	 * creating the threads that do) or be making its own, and the scan may
+	 * have found another thread's VM only. */
+	sc->key.g = last ? *last : single_threaded() ? p->g : 0;
 	if (lj_unlikely(!sc->key.g) && (sc->key.g = vm_in_regs(&p->lj)))
 		bpf_map_update_elem(&thread_vm, &tk, &sc->key.g, BPF_ANY);
 }

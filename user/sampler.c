@@ -499,6 +499,8 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 		free_target(tg, false);
 		return -1;
 	}
+	if (t->ngs)
+		tg->vm_known_at = 1;
 	s->targets[s->ntargets++] = tg;
 	/* Sampled from now on; walked with the caches once their probe is on.
 	 * Attaching a uprobe can take a while (it waits for any uprobe being
@@ -516,6 +518,10 @@ int sampler__refresh_target(struct sampler *s, const struct lj_target *t)
 
 	if (!tg)
 		return -ESRCH;
+	/* Read before the sampler knows the VM: a sample counted in between
+	 * stays unresolved rather than be called a thread in no VM. */
+	if (t->ngs && !tg->vm_known_at)
+		tg->vm_known_at = __atomic_load_n(&s->procs[tg->slot].vmless, __ATOMIC_ACQUIRE) + 1;
 	SET_LIVE(s, tg, g, t->ngs == 1 ? t->gs[0] : 0);
 	return 0;
 }
@@ -877,8 +883,35 @@ out:
 	return ret;
 }
 
+/* Tell apart tg's samples that found no VM (in the order counted): before
+ * its process had one (before_vm, outside Lua), then, until the sampler knew
+ * its VM, samples a VM it could not name may have run (unresolved), then
+ * those of threads that run no Lua. Once the process's VM is known, a
+ * thread's VM is found by DISPATCH or the register that holds it, by the
+ * thread's last one or luaL_openlibs's probe (bpf/sampler.bpf.c, find_vm):
+ * a thread where none of them names one runs the host's own code. */
+static void vmless_split(struct sampler *s, struct target *tg, struct sampler_stats *st)
+{
+	const struct nupp_proc *p = &s->procs[tg->slot];
+	__u64 named = __atomic_load_n(&p->vmless_named, __ATOMIC_ACQUIRE);
+	__u64 vmless = __atomic_load_n(&p->vmless, __ATOMIC_ACQUIRE);
+	__u64 known = tg->vm_known_at;
+
+	/* Those before luaL_openlibs ran before any Lua code, whatever the
+	 * scans saw (on_openlibs); after it, the process had a VM known. */
+	if (named && named - 1 > tg->before_vm)
+		tg->before_vm = named - 1;
+	if (named && (!known || named < known))
+		known = named;
+	st->before_vm += tg->before_vm;
+	if (known && vmless > known - 1)
+		st->thread_no_vm += vmless - (known - 1 > tg->before_vm ? known - 1 : tg->before_vm);
+}
+
 struct profile *sampler__counts(struct sampler *s, struct sampler_stats *st)
 {
+	__u64 no_vm;
+
 	memset(st, 0, sizeof(*st));
 	if (sampler__poll(s))
 		return NULL;
@@ -923,17 +956,12 @@ struct profile *sampler__counts(struct sampler *s, struct sampler_stats *st)
 	st->samples += st->paused;
 	for (int i = 0; i < NUPP_ERR_MAX; i++)
 		st->samples += st->unresolved[i] = counter(s, NUPP_CNT_ERR + i);
-	for (int i = 0; i < s->ntargets; i++) {
-		struct target *tg = s->targets[i];
-		__u64 named = __atomic_load_n(&s->procs[tg->slot].vmless_named, __ATOMIC_ACQUIRE);
-
-		/* Those before luaL_openlibs ran before any Lua code, whatever
-		 * the scans saw (on_openlibs). */
-		if (named && named - 1 > tg->before_vm)
-			tg->before_vm = named - 1;
-		st->before_vm += tg->before_vm;
-	}
-	st->unresolved[NUPP_ERR_NO_VM] -= st->before_vm;
+	for (int i = 0; i < s->ntargets; i++)
+		vmless_split(s, s->targets[i], st);
+	/* The per-target counts may run ahead of the counter read above. */
+	no_vm = st->before_vm + st->thread_no_vm;
+	st->unresolved[NUPP_ERR_NO_VM] -= no_vm < st->unresolved[NUPP_ERR_NO_VM] ?
+					  no_vm : st->unresolved[NUPP_ERR_NO_VM];
 	return &s->rows;
 }
 

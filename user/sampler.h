@@ -41,6 +41,9 @@ struct sampler_stats {
 	__u64 unresolved[NUPP_ERR_MAX];	/* by enum nupp_err, counted in the kernel;
 					 * NUPP_ERR_NO_VM less before_vm */
 	__u64 before_vm;		/* samples taken before their process had a VM */
+	__u64 thread_no_vm;		/* samples that found no VM on a thread of a process
+					 * whose VM was known: threads that run no Lua
+					 * (a host's own); NUPP_ERR_NO_VM less these too */
 	__u64 unsymbolized;		/* samples whose target memory was gone */
 	__u64 unreadable;		/* samples kept with [unknown] frames */
 	__u64 truncated;		/* samples whose stack was cut at the depth */

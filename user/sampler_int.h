@@ -33,6 +33,8 @@ struct target {
 	double caches_retry_at;		/* caches off for GC cycles too often: when to try again, */
 	double caches_backoff;		/* after how long (s), doubled at each failure; 0 never off */
 	__u64 before_vm;		/* its samples that found no VM, taken before it had one */
+	__u64 vm_known_at;		/* its vmless count + 1 when a scan first found its
+					 * VM (or when added with one), 0 before */
 	bool gone;			/* the process exited or executed another program:
 					 * its pid may be another target's now */
 	__u32 slot;			/* in the BPF program's maps */

@@ -4,10 +4,10 @@
  *
  * Samples: how many, over how long, the VM-state split, then every sample
  * that is not a Lua stack, told apart: outside Lua (no function on the
- * thread's Lua stack, no VM yet, the VM closed: the program's own code, not
- * a failure) or unresolved, by reason; frames that could not be read; stacks
- * cut at --depth; compiled samples mapped through their trace. Then the
- * first five collapsed stacks. Trace aborts: totals, and the sites that
+ * thread's Lua stack, no VM yet, a thread in no VM, the VM closed: the
+ * program's own code, not a failure) or unresolved, by reason; frames that
+ * could not be read; stacks cut at --depth; compiled samples mapped through
+ * their trace. Then the first five collapsed stacks. Trace aborts: totals, and the sites that
  * blacklist or block the JIT, each with the catalog's explanation.
  */
 #define _GNU_SOURCE
@@ -46,14 +46,14 @@ static void sample_counts(const struct profile *p, const struct render_opts *ro,
 	 * code (an nginx worker between requests), and one of a process with
 	 * no VM yet, or with its VM closed, its start-up or its end: not
 	 * failures to resolve. */
-	outside = st->unresolved[NUPP_ERR_NO_FRAME] + st->before_vm +
+	outside = st->unresolved[NUPP_ERR_NO_FRAME] + st->before_vm + st->thread_no_vm +
 		  st->unresolved[NUPP_ERR_VM_CLOSED];
 	if (outside)
 		fprintf(stderr, "  outside Lua: %llu of %llu samples (no function on the thread's "
 			"Lua stack: the program's own code; %llu before the process had a VM, "
-			"%llu after it closed it)\n", (unsigned long long)outside,
-			(unsigned long long)(st->samples - st->paused),
-			(unsigned long long)st->before_vm,
+			"%llu on threads in no VM, %llu after it closed it)\n",
+			(unsigned long long)outside, (unsigned long long)(st->samples - st->paused),
+			(unsigned long long)st->before_vm, (unsigned long long)st->thread_no_vm,
 			(unsigned long long)st->unresolved[NUPP_ERR_VM_CLOSED]);
 	for (int i = 0; i < NUPP_ERR_MAX; i++)
 		bad += outside_lua(i) ? 0 : st->unresolved[i];

@@ -61,6 +61,8 @@ class Summary:
     unresolved_of: int = 0
     reasons: dict = field(default_factory=dict)	# unresolved reason -> samples
     outside: int = 0			# samples with no function on the Lua stack
+    before_vm: int = 0			# of which before the process had a VM
+    thread_no_vm: int = 0		# of which on threads in no VM
     unreadable: int = 0			# samples with an [unknown] frame
     truncated: int = 0
 
@@ -68,7 +70,8 @@ class Summary:
 _SUM_HEAD = re.compile(r"^nupp-bpf: [\d.]+ s, (\d+) samples, (\d+) stacks$", re.M)
 _SUM_STATES = re.compile(r"^  VM states:(.*)$", re.M)
 _SUM_UNRES = re.compile(r"^  unresolved: (\d+) of (\d+) samples \((.*)\)$", re.M)
-_SUM_OUTSIDE = re.compile(r"^  outside Lua: (\d+) of", re.M)
+_SUM_OUTSIDE = re.compile(r"^  outside Lua: (\d+) of .* (\d+) before the process had a VM, "
+                          r"(\d+) on threads in no VM", re.M)
 _SUM_UNREAD = re.compile(r"^  (\d+) samples have frames that could not be read", re.M)
 _SUM_TRUNC = re.compile(r"^  (\d+) samples had deeper stacks than --depth", re.M)
 
@@ -89,7 +92,7 @@ def parse_summary(stderr):
                 s.reasons[name] = int(n)
     m = _SUM_OUTSIDE.search(stderr)
     if m:
-        s.outside = int(m[1])
+        s.outside, s.before_vm, s.thread_no_vm = int(m[1]), int(m[2]), int(m[3])
     m = _SUM_UNREAD.search(stderr)
     if m:
         s.unreadable = int(m[1])

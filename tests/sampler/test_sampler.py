@@ -162,8 +162,35 @@ def test_threads_each_vm_on_its_own(nupp, lua_build_ready, build_name):
         assert cpu, f"thread {index} did not report its CPU time:\n{run.stdout}"
         assert_rate(total(d["rows"]), float(cpu[1]), FREQ, f"thread {index}: ", run.steal)
     assert vms[1] != vms[2], f"both threads report VM {vms[1]}"
-    others = set(by_tid) - set(tids.values())
+    others = {tid: d["rows"] for tid, d in by_tid.items() if tid not in tids.values()}
     assert not others, f"samples on threads that run no Lua: {others}"
+
+
+@pytest.mark.parametrize("build_name", HOSTS)
+def test_host_thread_in_no_vm(nupp, lua_build_ready, build_name):
+    """luahost --threads 1 --busy-main: thread 1 spins in spin_one in its VM,
+    the process's only one, while the main thread spins in C in none. The
+    main thread's samples hold no Lua stack (that VM is not the main
+    thread's; once the sampler stood the process's only VM in for its main
+    thread, and they read as thread 1's stack) and count as outside Lua, at
+    its CPU time's rate: before the process had a VM, then on threads in no
+    VM (once they counted as unresolved, `no VM on thread`)."""
+    b = lua_build_ready(build_name)
+    # os.clock counts the process's CPU: two threads spin.
+    run = nupp.record(["--threads", "--", *b.command(workload("threads.lua"), "--threads", 1,
+                                                     "--busy-main", 2, 2)], env=b.environ())
+    assert run.returncode == 0, run
+    assert_resolves(run)
+    tid = re.search(r"^thread 1 tid (\d+)$", run.stdout, re.M)
+    main = re.search(r"^main tid (\d+) cpu ([\d.]+)$", run.stdout, re.M)
+    assert tid and main, f"workload did not report its threads:\n{run}"
+    tids = {int(m[2]) for m in (THREAD_RE.match(st) for st, _ in run.rows) if m}
+    assert tids == {int(tid[1])}, f"samples on threads {tids}, thread 1 is {tid[1]}:\n" \
+        f"{run.output.read_text()}"
+    assert share(run.rows, lambda f: f[-1] == "threads.lua:spin_one") >= 0.95, run.output.read_text()
+    s = run.summary
+    assert s.thread_no_vm > 0, run
+    assert_rate(s.before_vm + s.thread_no_vm, float(main[2]), FREQ, "main thread: ", run.steal)
 
 
 # --- 2. hot spots and VM states of known workloads --------------------------------------

@@ -2,21 +2,27 @@
 /*
  * luahost - a minimal C program embedding LuaJIT, for tests.
  *
- *   luahost SCRIPT [--threads N] [ARG...]
+ *   luahost SCRIPT [--threads N [--busy-main]] [ARG...]
  *
  * Runs SCRIPT in a fresh lua_State with the standard libraries. With
  * --threads N it runs the script in N independent lua_States, one per
  * pthread, all at once. Each VM gets the global THREAD_INDEX (1..N; 1 without
  * --threads) and the usual `arg` table (arg[0] = SCRIPT, then ARG...). Exit
  * status is 1 if any run failed; the error and traceback go to stderr.
+ * With --busy-main the main thread, in no VM, spins in C until the threads
+ * are done, as a host's own thread would work beside its Lua threads, then
+ * prints "main tid TID cpu SECONDS" (its own CPU time).
  *
  * Links against libluajit-5.1.so.2, so LD_LIBRARY_PATH selects the LuaJIT
  * build (e.g. build/stock/luajit2/usr/lib/x86_64-linux-gnu).
  */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <lua.h>
 #include <lauxlib.h>
@@ -29,6 +35,7 @@ struct run {
 };
 
 static const char *script;
+static int runs_done;		/* threads whose run ended (atomic) */
 static char **script_args;
 static int nscript_args;
 
@@ -77,19 +84,34 @@ static void *run_script(void *arg)
 		r->status = 1;
 	}
 	lua_close(L);
+	__atomic_add_fetch(&runs_done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: luahost SCRIPT [--threads N] [ARG...]\n");
+	fprintf(stderr, "usage: luahost SCRIPT [--threads N [--busy-main]] [ARG...]\n");
 	exit(2);
+}
+
+/* The host's own work, in no VM: spin until n runs are done. */
+static __attribute__((noinline)) void spin_in_c(int n)
+{
+	volatile unsigned long sink = 0;
+	struct timespec cpu;
+
+	while (__atomic_load_n(&runs_done, __ATOMIC_ACQUIRE) < n)
+		for (int i = 0; i < 100000; i++)
+			sink += (unsigned long)i * 7 % 13;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+	printf("main tid %d cpu %.3f\n", (int)gettid(), cpu.tv_sec + cpu.tv_nsec / 1e9);
+	fflush(stdout);
 }
 
 int main(int argc, char **argv)
 {
 	struct run *runs;
-	int nthreads = 0, i, status = 0;
+	int nthreads = 0, busy_main = 0, i, status = 0;
 	char **rest;
 	int nrest = 0;
 
@@ -106,6 +128,8 @@ int main(int argc, char **argv)
 			nthreads = (int)strtol(argv[++i], &end, 10);
 			if (*end || nthreads < 1 || nthreads > 1024)
 				usage();
+		} else if (strcmp(argv[i], "--busy-main") == 0) {
+			busy_main = 1;
 		} else {
 			rest[nrest++] = argv[i];
 		}
@@ -113,6 +137,8 @@ int main(int argc, char **argv)
 	script_args = rest;
 	nscript_args = nrest;
 
+	if (busy_main && !nthreads)
+		usage();
 	if (nthreads == 0) {		/* plain run on the main thread */
 		struct run r = { .index = 1 };
 
@@ -130,6 +156,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	if (busy_main)
+		spin_in_c(nthreads);
 	for (i = 0; i < nthreads; i++) {
 		pthread_join(runs[i].tid, NULL);
 		status |= runs[i].status;
