@@ -56,6 +56,25 @@ int procmem__stat(pid_t pid, struct proc_stat *st)
 	return 0;
 }
 
+long procmem__file_pages(pid_t pid)
+{
+	char path[64], buf[256];
+	long pages = -1;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/statm", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	return sscanf(buf, "%*u %*u %ld", &pages) == 1 ? pages : -1;
+}
+
 unsigned long long procmem__start_time(pid_t pid)
 {
 	struct proc_stat st;

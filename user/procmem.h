@@ -38,6 +38,10 @@ struct proc_stat {
 /* Process pid's, with start 0 when it is gone or a zombie; -1 when gone. */
 int procmem__stat(pid_t pid, struct proc_stat *st);
 
+/* Process pid's resident file-backed pages (/proc/PID/statm's third
+ * field: O(1) for the kernel, unlike maps); -1 when it is gone. */
+long procmem__file_pages(pid_t pid);
+
 /* One line of /proc/PID/maps. */
 struct proc_mapping {
 	unsigned long start, end, off;

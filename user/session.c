@@ -371,6 +371,29 @@ static void follow_exec(struct run *r, struct place *pl)
 	     pl->pid, j < 0 ? "" : ", and it is profiled on if the new one loads LuaJIT");
 }
 
+/* Has pl's process perhaps loaded a zone module since it was last looked
+ * for (until its gate opens, its zones are not recorded)? Reading its maps
+ * costs ~0.15 ms, so it is read when the process mapped a file: its
+ * resident file-backed pages changed (a module loaded and run), which a
+ * growing heap leaves alone; on a change of its size alone (a heap growing
+ * at each poll), at most once a second. Only new files are read then. */
+static bool zones_maybe_loaded(struct place *pl, const struct proc_stat *st)
+{
+	long file_pages;
+	double now;
+
+	if (!pl->zones || zones__state_addr(pl->zones) || st->vsize == pl->zones_vsize)
+		return false;
+	file_pages = procmem__file_pages(pl->pid);
+	now = monotonic_s();
+	if (file_pages == pl->zones_file_pages && now - pl->zones_at < 1.0)
+		return false;
+	pl->zones_vsize = st->vsize;
+	pl->zones_file_pages = file_pages;
+	pl->zones_at = now;
+	return true;
+}
+
 /* Hand a zone module found in pl's process to both channels. */
 static void refresh_zones(struct run *r, struct place *pl)
 {
@@ -598,13 +621,8 @@ static int check_targets(struct run *r, unsigned tick)
 			if (a > 0 && place_found_later(pl) && r->o->summary)
 				say_recording(r, pl);
 		}
-		/* A zone module loaded since: until its gate opens, its zones
-		 * are not recorded. Looked for when the process mapped
-		 * something (its size changed; only new files are read). */
-		if (pl->attached && st.vsize != pl->zones_vsize) {
-			pl->zones_vsize = st.vsize;
+		if (pl->attached && zones_maybe_loaded(pl, &st))
 			refresh_zones(r, pl);
-		}
 		if (pl->attached)
 			scan_vms(r, pl, tick);
 		/* A child that never loads LuaJIT does not keep a -p session on. */

@@ -43,7 +43,9 @@ struct place {
 					 * (followed on in a later place, if one
 					 * was free) */
 	bool reborn;			/* such a later place */
-	unsigned long zones_vsize;	/* its size when zones were last looked for */
+	unsigned long zones_vsize;	/* its size when zones were last looked for, */
+	long zones_file_pages;		/* its resident file pages then, */
+	double zones_at;		/* and when (CLOCK_MONOTONIC, s) */
 };
 
 struct targets {

@@ -371,8 +371,12 @@ bool tracer__target_execed(struct tracer *tr, pid_t pid)
 
 int tracer__poll(struct tracer *tr, int timeout_ms)
 {
-	/* Wait out the timeout or a wakeup, then consume whatever is there. */
-	int n = ring_buffer__poll(tr->rb, timeout_ms);
+	/* Wait out the timeout or a wakeup, then consume whatever is there.
+	 * Without a wait, only the latter: the ring's positions are in
+	 * memory shared with the kernel, and a session's every wake takes
+	 * its aborts in (a system call each, in a young process's 1-ms
+	 * wakes). */
+	int n = timeout_ms ? ring_buffer__poll(tr->rb, timeout_ms) : 0;
 
 	if (n < 0 && n != -EINTR)
 		return n;
