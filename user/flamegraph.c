@@ -206,14 +206,54 @@ static void frame_color(const struct node *n, char out[8])
 }
 
 /* The hover text: the name, its samples and their split by state. */
+/* The numbers of a frame, of which a flame graph writes tens of thousands:
+ * by hand, as printf's exact conversion of a double took most of the
+ * time. */
+static void put_u64(FILE *out, unsigned long long n)
+{
+	char buf[24];
+	int at = sizeof(buf);
+
+	do
+		buf[--at] = '0' + n % 10;
+	while ((n /= 10));
+	fwrite(buf + at, 1, sizeof(buf) - at, out);
+}
+
+/* v >= 0 with 1 or 2 decimals, as %.1f or %.2f write it but for a tie's
+ * rounding when v * 10 or v * 100 is inexact. */
+static void put_fixed(FILE *out, double v, int decimals)
+{
+	unsigned scale = decimals == 1 ? 10 : 100;
+	unsigned long long n;
+
+	if (!(v >= 0 && v < 1e15)) {		/* NaN, negative, huge: never here */
+		fprintf(out, "%.*f", decimals, v);
+		return;
+	}
+	n = llrint(v * scale);	/* ties to even, as printf on exact ties */
+	put_u64(out, n / scale);
+	putc('.', out);
+	if (decimals == 2)
+		putc('0' + n / 10 % 10, out);
+	putc('0' + n % 10, out);
+}
+
 static void put_title(FILE *out, const struct node *n, __u64 total)
 {
 	fputs("<title>", out);
 	format__put_xml(out, n->name, (size_t)-1);
-	fprintf(out, " (%llu samples, %.1f%%", (unsigned long long)n->total, 100.0 * n->total / total);
+	fputs(" (", out);
+	put_u64(out, n->total);
+	fputs(" samples, ", out);
+	put_fixed(out, 100.0 * n->total / total, 1);
+	putc('%', out);
 	for (int i = 0; i < NUPP_ST_MAX; i++)
-		if (n->state[i])
-			fprintf(out, "; %s %.1f%%", profile_state_names[i], 100.0 * n->state[i] / n->total);
+		if (n->state[i]) {
+			fprintf(out, "; %s ", profile_state_names[i]);
+			put_fixed(out, 100.0 * n->state[i] / n->total, 1);
+			putc('%', out);
+		}
 	fputs(")</title>", out);
 }
 
@@ -251,14 +291,31 @@ static void draw(const struct canvas *c, const struct node *n, __u64 offset, int
 	frame_color(n, color);
 	fputs("<g class=\"f\" data-n=\"", c->out);
 	format__put_xml(c->out, n->name, (size_t)-1);
-	fprintf(c->out, "\" data-o=\"%llu\" data-s=\"%llu\" data-l=\"%d\" data-st=\"",
-		(unsigned long long)offset, (unsigned long long)n->total, level);
-	for (int i = 0; i < NUPP_ST_MAX; i++)
-		fprintf(c->out, "%s%llu", i ? "," : "", (unsigned long long)n->state[i]);
+	fputs("\" data-o=\"", c->out);
+	put_u64(c->out, offset);
+	fputs("\" data-s=\"", c->out);
+	put_u64(c->out, n->total);
+	fputs("\" data-l=\"", c->out);
+	put_u64(c->out, level);
+	fputs("\" data-st=\"", c->out);
+	for (int i = 0; i < NUPP_ST_MAX; i++) {
+		if (i)
+			putc(',', c->out);
+		put_u64(c->out, n->state[i]);
+	}
 	fputs("\">", c->out);
 	put_title(c->out, n, c->total);
-	fprintf(c->out, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" rx=\"2\"/>"
-		"<text x=\"%.2f\" y=\"%d\">", x, y, w, ROW - 1, color, x + 3, y + ROW - 4);
+	fputs("<rect x=\"", c->out);
+	put_fixed(c->out, x, 2);
+	fputs("\" y=\"", c->out);
+	put_u64(c->out, y);
+	fputs("\" width=\"", c->out);
+	put_fixed(c->out, w, 2);
+	fprintf(c->out, "\" height=\"%d\" fill=\"%s\" rx=\"2\"/><text x=\"", ROW - 1, color);
+	put_fixed(c->out, x + 3, 2);
+	fputs("\" y=\"", c->out);
+	put_u64(c->out, y + ROW - 4);
+	fputs("\">", c->out);
 	put_label(c->out, n->name, w);
 	fputs("</text></g>\n", c->out);
 	for (size_t i = 0; i < n->nkids; i++) {

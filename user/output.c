@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -85,6 +86,10 @@ int output__open(struct output *o, const char *name, char *err, size_t errsz)
 		o->tmp[0] = '\0';
 		return -1;
 	}
+	/* One writer per file: no lock taken per call (a flame graph makes
+	 * tens of thousands), and 64 KiB to a write(2) rather than 4. */
+	setvbuf(o->f, NULL, _IOFBF, 64 << 10);
+	__fsetlocking(o->f, FSETLOCKING_BYCALLER);
 	return 0;
 }
 

@@ -202,6 +202,54 @@ static void flamegraph_tree_cases(void)
 	printf("%-4s flame graph tree\n", bad ? "FAIL" : "ok");
 }
 
+/* The flame graph's numbers, written by hand, read as printf's %.1f and
+ * %.2f write them, exact ties to even: 16 samples, of which 1, 3 and 12
+ * (6.25 % and 18.75 %: ties; 73.75 px wide). */
+static void flamegraph_number_cases(void)
+{
+	static const struct { const char *name; __u64 count; } rows[] = {
+		{ "p", 1 }, { "q", 3 }, { "r", 12 },
+	};
+	static const char *const want[] = {
+		"<title>all (16 samples, 100.0%; interpreted 100.0%)</title>",
+		"data-n=\"p\" data-o=\"0\" data-s=\"1\" data-l=\"1\" data-st=\"0,1,0,0,0\">"
+		"<title>p (1 samples, 6.2%; interpreted 100.0%)</title><rect x=\"10.00\" y=\"84\" "
+		"width=\"73.75\" height=\"15\"",
+		"<title>q (3 samples, 18.8%; interpreted 100.0%)</title><rect x=\"83.75\" y=\"84\" "
+		"width=\"221.25\" height=\"15\"",
+		"<title>r (12 samples, 75.0%; interpreted 100.0%)</title><rect x=\"305.00\" y=\"84\" "
+		"width=\"885.00\" height=\"15\"",
+		"<text x=\"86.75\" y=\"96\">q</text>",
+	};
+	struct profile p = { 0 };
+	struct render_opts o = { 0 };
+	char *svg = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&svg, &len);
+	int bad = 0;
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct profile_frame f = { .name = (char *)rows[i].name, .file = "" };
+		__u32 id = profile__frame(&p, &f);
+		long row = profile__add(&p, 1, (__u32)i + 1, 0, "", &id, 1);
+
+		p.rows[row].state[NUPP_ST_INTERP] = rows[i].count;
+	}
+	if (flamegraph__write(&p, &o, out))
+		bad = printf("FAIL flamegraph__write\n");
+	fclose(out);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]) && !bad; i++)
+		if (!strstr(svg, want[i]))
+			bad = printf("FAIL the flame graph has no \"%s\"\n", want[i]);
+	if (bad)
+		failed++;
+	else
+		passed++;
+	free(svg);
+	profile__free(&p);
+	printf("%-4s flame graph numbers\n", bad ? "FAIL" : "ok");
+}
+
 int main(int argc, char **argv)
 {
 	zone_cases(argc > 1 ? argv[1] : "tests/fixtures/zone_filter.tsv");
@@ -209,6 +257,7 @@ int main(int argc, char **argv)
 	zone_frame_cases();
 	collapse_cases();
 	flamegraph_tree_cases();
+	flamegraph_number_cases();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }
