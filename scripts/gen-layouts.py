@@ -640,7 +640,7 @@ def write_json(path, doc):
 # ---------------------------------------------------------------------------
 # C output (needs the JSON only)
 
-def emit_c(doc, fields, outpath):
+def emit_c(doc, fields, layout_header, outpath):
     if doc["fields"] != fields:
         die("luajit/revisions.json was made for other lj_layout fields than bpf/lj_layout.h has "
             "(missing: %s; extra: %s): run `make layouts`"
@@ -697,6 +697,13 @@ def emit_c(doc, fields, outpath):
     o.append("};")
     o.append("")
     o.append("const int lj_nrevisions = %d;" % len(doc["revisions"]))
+    # What the build cache's entries are read against (user/build_cache.c):
+    # the table as emitted and the struct its layouts fill, hashed here once
+    # rather than at every start.
+    h = hashlib.sha256("\n".join(o).encode())
+    with open(layout_header, "rb") as f:
+        h.update(f.read())
+    o.append('const char lj_revisions_digest[] = "%s";' % h.hexdigest())
     tmp = outpath + ".tmp"
     os.makedirs(os.path.dirname(outpath) or ".", exist_ok=True)
     with open(tmp, "w") as f:
@@ -738,7 +745,7 @@ def main():
     fields = reg.layout_fields(args.layout_header)
 
     if args.emit_c:
-        emit_c(json.load(open(args.json)), fields, args.emit_c)
+        emit_c(json.load(open(args.json)), fields, args.layout_header, args.emit_c)
         return
 
     t0 = time.time()

@@ -78,17 +78,17 @@ static void name_from_file(struct cfunc_names *c, const struct code_mapping *m, 
 	elf_file__close(ef);
 }
 
-size_t cfunc_names__name(struct cfunc_names *c, __u64 addr, char *out, size_t size)
+const char *cfunc_names__name(struct cfunc_names *c, __u64 addr)
 {
 	const struct code_mapping *m;
 	struct named *k;
 
 	for (size_t i = 0; i < c->n; i++)
 		if (c->known[i].addr == addr)
-			return snprintf(out, size, "%s", c->known[i].name);
+			return c->known[i].name;
 	m = codemap__find(c->maps, addr);
 	if (ARRAY_ROOM(c->known, c->n, c->cap, 16))
-		return 0;
+		return "";
 	k = &c->known[c->n];
 	k->addr = addr;
 	k->name[0] = '\0';
@@ -98,5 +98,5 @@ size_t cfunc_names__name(struct cfunc_names *c, __u64 addr, char *out, size_t si
 	 * (codemap reads the maps again at most once per age). */
 	if (m)
 		c->n++;
-	return snprintf(out, size, "%s", k->name);
+	return k->name;
 }

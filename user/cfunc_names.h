@@ -27,8 +27,8 @@ struct codemap;
 struct cfunc_names *cfunc_names__new(pid_t pid, struct codemap *maps);
 void cfunc_names__free(struct cfunc_names *c);
 
-/* The name of the C function at addr into out (NUL-terminated); its length,
- * 0 when addr lies in no file of the process. */
-size_t cfunc_names__name(struct cfunc_names *c, __u64 addr, char *out, size_t size);
+/* The name of the C function at addr, "" when addr lies in no file of the
+ * process; valid until the next call. */
+const char *cfunc_names__name(struct cfunc_names *c, __u64 addr);
 
 #endif

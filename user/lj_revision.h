@@ -59,5 +59,7 @@ struct lj_revision {
 /* Sorted by fork, then time. */
 extern const struct lj_revision lj_revisions[];
 extern const int lj_nrevisions;
+/* SHA-256 (hex) of the table as generated and of bpf/lj_layout.h. */
+extern const char lj_revisions_digest[];
 
 #endif /* NUPP_LJ_REVISION_H */

@@ -139,11 +139,19 @@ static int put_ptr(struct strbuf *sb, __u64 x)
 	return strbuf__put(sb, p, symbolize__fmt_ptr(p, x));
 }
 
+/* By hand: a snprintf here was a fifth of naming a new stack. */
 static int put_int(struct strbuf *sb, long v)
 {
 	char tmp[24];
+	int at = sizeof(tmp);
+	unsigned long u = v < 0 ? -(unsigned long)v : (unsigned long)v;
 
-	return strbuf__put(sb, tmp, snprintf(tmp, sizeof(tmp), "%ld", v));
+	do
+		tmp[--at] = '0' + u % 10;
+	while ((u /= 10));
+	if (v < 0)
+		tmp[--at] = '-';
+	return strbuf__put(sb, tmp + at, sizeof(tmp) - at);
 }
 
 /* ---------------------------------------------------------------------------
@@ -1029,11 +1037,10 @@ static int put_unnamed(struct symbolizer *s, struct strbuf *out, const struct fr
 		       strbuf__puts(out, "]") ? -ENOMEM : 0;
 	}
 	if (s->cnames) {
-		char name[SYMBOLIZE_CNAME_MAX];
-		size_t n = cfunc_names__name(s->cnames, fi->fn.f, name, sizeof(name));
+		const char *name = cfunc_names__name(s->cnames, fi->fn.f);
 
-		if (n)
-			return strbuf__put(out, name, n);
+		if (name[0])
+			return strbuf__puts(out, name);
 	}
 	return strbuf__puts(out, "@") || put_ptr(out, fi->fn.f) ? -ENOMEM : 0;
 }

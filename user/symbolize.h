@@ -93,7 +93,6 @@ void symbolizer__site_ops(const struct symbolizer *s, __u8 *ops, size_t n);
 /* Name C functions by their symbol, or their file and ELF address
  * (cfunc_names.h), instead of their address (dumpstack's "@0x…"). c is
  * not owned; NULL goes back to addresses. */
-#define SYMBOLIZE_CNAME_MAX 128
 struct cfunc_names;
 void symbolizer__set_cfunc_names(struct symbolizer *s, struct cfunc_names *c);
 

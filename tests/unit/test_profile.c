@@ -12,6 +12,7 @@
 #include <string.h>
 #include "flamegraph.h"
 #include "profile.h"
+#include "symbolize.h"
 
 static int failed, passed;
 
@@ -149,6 +150,96 @@ static void collapse_cases(void)
 	printf("ok   collapsed merging and order\n");
 }
 
+/* The order of many lines with long common prefixes, ties and bytes above
+ * 0x7f (the sort reads texts a byte at a time): the same as sorting the
+ * merged texts with strcmp, then by count. */
+struct text_count {
+	char *text;
+	__u64 count;
+};
+
+static int by_text(const void *a, const void *b)
+{
+	return strcmp(((const struct text_count *)a)->text, ((const struct text_count *)b)->text);
+}
+
+static int by_count_then_text(const void *a, const void *b)
+{
+	const struct text_count *x = a, *y = b;
+
+	if (x->count != y->count)
+		return x->count < y->count ? 1 : -1;
+	return strcmp(x->text, y->text);
+}
+
+static void collapse_order_cases(void)
+{
+	static const char *const names[] = {
+		"luajit+0x92c0", "large.lua:0", "h_1.lua:2", "h_10.lua:2", "h_1", "h", "\xc3\xa9.lua:1",
+		"a!x", "[unknown]", "m.lua:f:12", "m.lua:f:2",
+	};
+	enum { ROWS = 5000, NAMES = sizeof(names) / sizeof(names[0]) };
+	struct text_count *want = calloc(ROWS, sizeof(*want));
+	struct profile p = { 0 };
+	struct render_opts o = { 0 };
+	struct strbuf expect = { 0 };
+	unsigned long long seed = 88172645463325252ULL;
+	char *got = NULL;
+	size_t len = 0, n = 0;
+	FILE *out = open_memstream(&got, &len);
+	bool bad;
+
+	for (int i = 0; i < ROWS; i++) {
+		__u32 ids[6];
+		int depth;
+		char text[256] = "";
+		long row;
+
+		seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+		depth = 1 + seed % 6;
+		for (int k = 0; k < depth; k++) {
+			const char *name = names[(seed >> (8 + 4 * k)) % NAMES];
+			struct profile_frame f = { .name = (char *)name, .file = "" };
+
+			ids[k] = profile__frame(&p, &f);
+			strcat(strcat(text, k ? ";" : ""), name);
+		}
+		row = profile__add(&p, 1, 1 + i % 3, 0, "", ids, depth);
+		p.rows[row].state[NUPP_ST_INTERP] = 1 + (seed >> 40) % 3;
+		want[i] = (struct text_count){ strdup(text), p.rows[row].state[NUPP_ST_INTERP] };
+	}
+	qsort(want, ROWS, sizeof(*want), by_text);
+	for (size_t i = 0; i < ROWS; i++) {
+		if (n && !strcmp(want[n - 1].text, want[i].text)) {
+			want[n - 1].count += want[i].count;
+			free(want[i].text);
+			continue;
+		}
+		want[n++] = want[i];
+	}
+	qsort(want, n, sizeof(*want), by_count_then_text);
+	for (size_t i = 0; i < n; i++) {
+		char count[32];
+
+		snprintf(count, sizeof(count), " %llu\n", (unsigned long long)want[i].count);
+		strbuf__puts(&expect, want[i].text);
+		strbuf__puts(&expect, count);
+		free(want[i].text);
+	}
+	profile__write_collapsed(&p, &o, out, NULL);
+	fclose(out);
+	bad = n < 100 || strcmp(got, expect.buf);
+	if (bad)
+		failed++;
+	else
+		passed++;
+	printf("%-4s collapsed order of %zu lines, as strcmp orders them\n", bad ? "FAIL" : "ok", n);
+	free(got);
+	free(want);
+	strbuf__free(&expect);
+	profile__free(&p);
+}
+
 /* The flame graph merges the rows' frames into one tree: each frame once
  * under its caller, whatever order the rows come in ("a!x" sorts between
  * "a" and "a;b"), and two frames of one name under two callers apart. */
@@ -256,6 +347,7 @@ int main(int argc, char **argv)
 	cut_cases();
 	zone_frame_cases();
 	collapse_cases();
+	collapse_order_cases();
 	flamegraph_tree_cases();
 	flamegraph_number_cases();
 	printf("%d passed, %d failed\n", passed, failed);
