@@ -502,7 +502,7 @@ static int aborts_muted_ms(const struct run *r)
  * read empty) mutes them for ABORT_GAP_MS, and the waits meanwhile end by
  * then: a burst of aborts costs 100 wakes a second, and they are taken in
  * within ~10 ms, as their zone paths are read from the process. */
-static int wait_rings(struct run *r, int ms)
+static int wait_rings(struct run *r, int ms, bool after_gap)
 {
 	struct pollfd pfd[2] = {
 		{ .fd = r->sampler ? sampler__fd(r->sampler) : -1, .events = POLLIN },
@@ -510,6 +510,10 @@ static int wait_rings(struct run *r, int ms)
 	};
 	int woke = 0;
 
+	/* After the gap that follows a wake, new stacks are most often there
+	 * already: read the ring (shared memory) before asking the kernel. */
+	if (after_gap && r->sampler && sampler__drain(r->sampler) > 0)
+		return WOKE_STACKS;
 	if (poll(pfd, 2, ms) > 0 && (pfd[1].revents & POLLIN)) {
 		woke |= WOKE_ABORTS;
 		r->aborts_wake_after = monotonic_s() + ABORT_GAP_MS / 1e3;
@@ -540,17 +544,21 @@ static void wait_ticks(struct run *r, unsigned ticks)
 {
 	double end = monotonic_s() + ticks * TICK_MS / 1e3;
 
+	bool after_gap = false;
+
 	for (int left; !stop_signal && (left = (int)((end - monotonic_s()) * 1e3 + 0.5)) > 0;) {
 		int step = scan_awaited_vms(r) ? 1 : left, muted = aborts_muted_ms(r), woke;
 
 		if (muted && step > muted)
 			step = muted;
-		woke = wait_rings(r, step);
+		woke = wait_rings(r, step, after_gap);
+		after_gap = false;
 
 		if (woke & WOKE_STACKS) {
 			int gap = r->wake_gap_ms > 1 ? r->wake_gap_ms : 1;
 
 			usleep(gap * 1000);
+			after_gap = true;
 			if (!r->stream_since)
 				r->stream_since = monotonic_s() - (r->young ? 0 : STREAM_S);
 			else if (monotonic_s() - r->stream_since >= STREAM_S)
