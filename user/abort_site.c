@@ -193,16 +193,42 @@ static void fmt_template(const char *tmpl, const char *arg, char *out, size_t ou
 	snprintf(out, outsz, "%.*s%s%s", (int)(p - tmpl), tmpl, arg, p + 2);
 }
 
+/* The traceerr template of e's error (its number in *err, -1 for a Lua
+ * error object), as the catalog knows it; NULL for a number out of the
+ * build's table. */
+static const char *reason_template(const struct lj_build *b, const struct nupp_trace_event *e, int *err)
+{
+	const char *tmpl;
+
+	if (!tv_int(e->errobj, err))
+		*err = -1;
+	if (*err < 0)
+		return table_name(b->traceerr, b->ntraceerr, 0);
+	tmpl = table_name(b->traceerr, b->ntraceerr, *err);
+	/* Since 2023 LuaJIT writes "NYI: bytecode %s" (jit.v fills in the
+	 * name); the catalog and the raw text keep the number's form. */
+	if (tmpl && !strcmp(tmpl, "NYI: bytecode %s"))
+		tmpl = "NYI: bytecode %d";
+	return tmpl;
+}
+
+const struct trace_reason *abort_site__row(const struct abort_source *src,
+					   const struct nupp_trace_event *e)
+{
+	int err;
+	const char *tmpl = reason_template(src->b, e, &err);
+
+	return tmpl ? trace_reason__by_text(tmpl) : NULL;
+}
+
 void abort_site__reason(const struct abort_source *src, const struct nupp_trace_event *e,
 			 struct abort_reason *r)
 {
 	const struct lj_build *b = src->b;
 	const struct trace_reason *row;
-	const char *tmpl, *detail = NULL;
+	const char *tmpl = reason_template(b, e, &r->err), *detail = NULL;
 	char arg[ABORT_SITE_TEXT_MAX] = "";
 
-	if (!tv_int(e->errobj, &r->err))
-		r->err = -1;
 	if (r->err < 0) {
 		/* A Lua error object: jit.v prints it as it is. */
 		if ((__u32)((__s64)e->errobj >> 47) == LJ_TSTR) {
@@ -217,14 +243,8 @@ void abort_site__reason(const struct abort_source *src, const struct nupp_trace_
 			snprintf(r->raw, sizeof(r->raw), "(error object)");
 		}
 		/* reason is the traceerr text (RECERR); the message is rawReason. */
-		tmpl = table_name(b->traceerr, b->ntraceerr, 0);
 		snprintf(r->reason, sizeof(r->reason), "%s", tmpl ? tmpl : r->raw);
 	} else {
-		tmpl = table_name(b->traceerr, b->ntraceerr, r->err);
-		/* Since 2023 LuaJIT writes "NYI: bytecode %s" (jit.v fills in the
-		 * name); the catalog and the raw text keep the number's form. */
-		if (tmpl && !strcmp(tmpl, "NYI: bytecode %s"))
-			tmpl = "NYI: bytecode %d";
 		if (!tmpl) {
 			snprintf(r->raw, sizeof(r->raw), "trace error %d", r->err);
 			snprintf(r->reason, sizeof(r->reason), "%s", r->raw);

@@ -38,6 +38,11 @@ struct abort_reason {
 void abort_site__location(const struct abort_source *src, const struct nupp_trace_event *e,
 			  char *out, size_t outsz);
 
+/* Its catalog row alone (NULL when not in the catalog): what decides
+ * whether the abort is counted, without the texts. */
+const struct trace_reason *abort_site__row(const struct abort_source *src,
+					   const struct nupp_trace_event *e);
+
 /* Its reason, raw text, identity and catalog row. */
 void abort_site__reason(const struct abort_source *src, const struct nupp_trace_event *e,
 			struct abort_reason *r);

@@ -118,11 +118,13 @@ static int handle_event(void *ctx, void *data, size_t size)
 	if (!tg || tr->paused)
 		return 0;
 	tg->jit_flags = e->flags;
-	abort_site__reason(&tg->src, e, &r);
+	/* Most aborts of a busy JIT are benign and not counted: their texts
+	 * are not made (a snprintf each, most of an event's time). */
 	bl = abort_site__blacklisted(&tg->src, e);
-	severity = trace_site_severity(bl, r.row);
+	severity = trace_site_severity(bl, abort_site__row(&tg->src, e));
 	if (!trace_site_counted(severity, tr->include_benign))
 		return 0;
+	abort_site__reason(&tg->src, e, &r);
 	abort_site__location(&tg->src, e, loc, sizeof(loc));
 	abort_site__zone_path(&tg->src, e->zone, zone, sizeof(zone));
 	s = site_get(tr, severity, &r, loc, zone);
