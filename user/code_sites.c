@@ -1342,6 +1342,30 @@ static struct cfile *kept_file(const char *path, const struct lj_layout *lj, cha
 	return &kept.f;
 }
 
+/* Sites verified in this process: the build cache's entry is verified when
+ * it is read, and the same sites again just before they are probed. A
+ * site holds for the file kept_file() keeps (by the same test that keeps
+ * its decoded function), its kind and the layout it was verified with. */
+static struct verified_site {
+	struct stat st;
+	__u64 vaddr;
+	int kind;
+	struct lj_layout lj;
+} verified[8];
+static unsigned nverified;
+
+static bool verified_before(__u64 vaddr, int kind, const struct lj_layout *lj)
+{
+	for (unsigned i = 0; i < nverified && i < (sizeof(verified) / sizeof(verified[0])); i++) {
+		const struct verified_site *v = &verified[i];
+
+		if (v->vaddr == vaddr && v->kind == kind && same_file(&v->st, &kept.st) &&
+		    !memcmp(&v->lj, lj, sizeof(*lj)))
+			return true;
+	}
+	return false;
+}
+
 int code_sites__verify(const char *path, __u64 vaddr, int kind, const struct lj_layout *lj,
 		       char *err, size_t errsz)
 {
@@ -1353,6 +1377,10 @@ int code_sites__verify(const char *path, __u64 vaddr, int kind, const struct lj_
 	pthread_mutex_lock(&kept.lock);
 	if (!(f = kept_file(path, lj, err, errsz)))
 		goto out;
+	if (verified_before(vaddr, kind, lj)) {
+		ret = 0;
+		goto out;
+	}
 	if (fde_range(f, vaddr, &lo, &hi)) {
 		snprintf(err, errsz, "0x%llx is in no .eh_frame FDE", (unsigned long long)vaddr);
 		goto out;
@@ -1383,6 +1411,9 @@ int code_sites__verify(const char *path, __u64 vaddr, int kind, const struct lj_
 		ret = verify_jcc(f, j, err, errsz);
 	else
 		snprintf(err, errsz, "unknown code site kind %d", kind);
+	if (!ret)
+		verified[nverified++ % (sizeof(verified) / sizeof(verified[0]))] =
+			(struct verified_site){ .st = kept.st, .vaddr = vaddr, .kind = kind, .lj = *lj };
 out:
 	pthread_mutex_unlock(&kept.lock);
 	return ret;

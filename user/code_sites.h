@@ -64,7 +64,9 @@ int code_sites__find_opts(const char *path, const struct lj_layout *lj, int flag
 
 /* Before any uprobe: is vaddr an instruction boundary (reached by linear
  * decoding from the start of the FDE that covers it) holding the expected
- * instruction (kind)? 0 when verified, -1 with a one-line reason. */
+ * instruction (kind)? 0 when verified, -1 with a one-line reason. A site
+ * verified before in this process, in the same file and with the same
+ * layout, is not decoded again. */
 int code_sites__verify(const char *path, __u64 vaddr, int kind, const struct lj_layout *lj,
 		       char *err, size_t errsz);
 

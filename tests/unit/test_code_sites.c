@@ -586,6 +586,18 @@ static void check_broken(const char *stripped, const struct truth *t, const stru
 
 	if (!s->abort_site)
 		return;
+	/* A site verified in one file holds for that file only: the same path
+	 * rewritten in place is decoded again. Its mtime is set a minute on, not
+	 * left to the clock's tick (the file test is kept_file()'s). */
+	snprintf(path, sizeof(path), "%s/rewritten", T.tmp);
+	check(!copy_file(stripped, path), "cannot copy %s", stripped);
+	check(!code_sites__verify(path, s->abort_site, CODE_SITE_TRACENO_JCC, &t->lj, err, sizeof(err)),
+	      "verify refuses the abort site of a copy: %s", err);
+	check(!nop_out(path, s->abort_site) &&
+	      !utimensat(AT_FDCWD, path, (struct timespec[2]){ { 0, UTIME_OMIT }, { time(NULL) + 60, 0 } }, 0),
+	      "cannot rewrite the copy");
+	check(code_sites__verify(path, s->abort_site, CODE_SITE_TRACENO_JCC, &t->lj, err, sizeof(err)),
+	      "the abort site verified before its file was rewritten is still taken");
 	snprintf(path, sizeof(path), "%s/broken", T.tmp);
 	check(!copy_file(stripped, path) && !nop_out(path, s->abort_site), "cannot make a broken copy");
 	for (int i = 0; i < s->abort_nmore; i++)
