@@ -9,12 +9,13 @@
  */
 #define _GNU_SOURCE
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "flamegraph.h"
 #include "flamegraph_js.h"
-#include "formats.h"
 #include "keymap.h"
 #include "util.h"
 
@@ -212,11 +213,92 @@ static void frame_color(const struct node *n, char out[8])
 	hsl_hex(c[0] + (int)(h % 9) - 4, c[1], c[2] + ((int)(h / 9 % 9) - 4) * 0.012, out);
 }
 
-/* The hover text: the name, its samples and their split by state. */
+/* What the graph is written through: a buffer of its own, as a stdio call
+ * costs more than the few bytes it writes and a frame takes thirty of them. */
+struct svg_out {
+	FILE *f;
+	size_t n;
+	char b[1 << 16];
+};
+
+static void out_flush(struct svg_out *o)
+{
+	fwrite(o->b, 1, o->n, o->f);
+	o->n = 0;
+}
+
+static void out_put(struct svg_out *o, const void *s, size_t len)
+{
+	if (len > sizeof(o->b) - o->n) {
+		out_flush(o);
+		if (len > sizeof(o->b)) {
+			fwrite(s, 1, len, o->f);
+			return;
+		}
+	}
+	memcpy(o->b + o->n, s, len);
+	o->n += len;
+}
+
+static inline void out_str(struct svg_out *o, const char *s)
+{
+	out_put(o, s, strlen(s));	/* a constant's length is folded */
+}
+
+static void out_char(struct svg_out *o, char c)
+{
+	if (o->n == sizeof(o->b))
+		out_flush(o);
+	o->b[o->n++] = c;
+}
+
+static void out_printf(struct svg_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out_printf(struct svg_out *o, const char *fmt, ...)
+{
+	va_list ap;
+
+	out_flush(o);
+	va_start(ap, fmt);
+	vfprintf(o->f, fmt, ap);
+	va_end(ap);
+}
+
+/* At most max characters of s as XML text (or an attribute's value): bytes
+ * that are not UTF-8, and control characters, which XML 1.0 forbids, as
+ * U+FFFD. Characters that need no escape go out a run at a time. */
+static void out_xml(struct svg_out *o, const char *s, size_t max)
+{
+	const unsigned char *u = (const unsigned char *)s, *run = u;
+
+	for (size_t chars = 0; *u && chars < max; chars++) {
+		int n = utf8_len(u, 4);
+		const char *esc;
+
+		if (!n || *u < 0x20)
+			esc = "\xef\xbf\xbd", n = 1;
+		else if (*u == '<')
+			esc = "&lt;";
+		else if (*u == '>')
+			esc = "&gt;";
+		else if (*u == '&')
+			esc = "&amp;";
+		else if (*u == '"')
+			esc = "&quot;";
+		else {
+			u += n;
+			continue;
+		}
+		out_put(o, run, u - run);
+		out_str(o, esc);
+		run = u += n;
+	}
+	out_put(o, run, u - run);
+}
+
 /* The numbers of a frame, of which a flame graph writes tens of thousands:
  * by hand, as printf's exact conversion of a double took most of the
  * time. */
-static void put_u64(FILE *out, unsigned long long n)
+static void put_u64(struct svg_out *out, unsigned long long n)
 {
 	char buf[24];
 	int at = sizeof(buf);
@@ -224,50 +306,51 @@ static void put_u64(FILE *out, unsigned long long n)
 	do
 		buf[--at] = '0' + n % 10;
 	while ((n /= 10));
-	fwrite(buf + at, 1, sizeof(buf) - at, out);
+	out_put(out, buf + at, sizeof(buf) - at);
 }
 
 /* v >= 0 with 1 or 2 decimals, as %.1f or %.2f write it but for a tie's
  * rounding when v * 10 or v * 100 is inexact. */
-static void put_fixed(FILE *out, double v, int decimals)
+static void put_fixed(struct svg_out *out, double v, int decimals)
 {
 	unsigned scale = decimals == 1 ? 10 : 100;
 	unsigned long long n;
 
 	if (!(v >= 0 && v < 1e15)) {		/* NaN, negative, huge: never here */
-		fprintf(out, "%.*f", decimals, v);
+		out_printf(out, "%.*f", decimals, v);
 		return;
 	}
 	n = llrint(v * scale);	/* ties to even, as printf on exact ties */
 	put_u64(out, n / scale);
-	putc('.', out);
+	out_char(out, '.');
 	if (decimals == 2)
-		putc('0' + n / 10 % 10, out);
-	putc('0' + n % 10, out);
+		out_char(out, '0' + n / 10 % 10);
+	out_char(out, '0' + n % 10);
 }
 
-static void put_title(FILE *out, const struct node *n, __u64 total)
+/* The hover text: the name, its samples and their split by state. */
+static void put_title(struct svg_out *out, const struct node *n, __u64 total)
 {
-	fputs("<title>", out);
-	format__put_xml(out, n->name, (size_t)-1);
-	fputs(" (", out);
+	out_str(out, "<title>");
+	out_xml(out, n->name, (size_t)-1);
+	out_str(out, " (");
 	put_u64(out, n->total);
-	fputs(" samples, ", out);
+	out_str(out, " samples, ");
 	put_fixed(out, 100.0 * n->total / total, 1);
-	putc('%', out);
+	out_char(out, '%');
 	for (int i = 0; i < NUPP_ST_MAX; i++)
 		if (n->state[i]) {
-			fputs("; ", out);
-			fputs(profile_state_names[i], out);
-			putc(' ', out);
+			out_str(out, "; ");
+			out_str(out, profile_state_names[i]);
+			out_char(out, ' ');
 			put_fixed(out, 100.0 * n->state[i] / n->total, 1);
-			putc('%', out);
+			out_char(out, '%');
 		}
-	fputs(")</title>", out);
+	out_str(out, ")</title>");
 }
 
 /* As much of the name as fits in w px, as the script cuts it. */
-static void put_label(FILE *out, const char *name, double w)
+static void put_label(struct svg_out *out, const char *name, double w)
 {
 	long fits = (long)((w - 6) / CHAR_PX);
 	size_t len = 0;
@@ -275,15 +358,15 @@ static void put_label(FILE *out, const char *name, double w)
 	for (const unsigned char *u = (const unsigned char *)name; *u; u++)
 		len += (*u & 0xc0) != 0x80;	/* characters, not bytes */
 	if ((long)len <= fits) {
-		format__put_xml(out, name, (size_t)-1);
+		out_xml(out, name, (size_t)-1);
 	} else if (fits >= 3) {
-		format__put_xml(out, name, fits - 2);
-		fputs("..", out);
+		out_xml(out, name, fits - 2);
+		out_str(out, "..");
 	}
 }
 
 struct canvas {
-	FILE *out;
+	struct svg_out *out;
 	__u64 total;
 	int depth;
 };
@@ -298,39 +381,39 @@ static void draw(const struct canvas *c, const struct node *n, __u64 offset, int
 	if (w < MIN_PX)
 		return;
 	frame_color(n, color);
-	fputs("<g class=\"f\" data-n=\"", c->out);
-	format__put_xml(c->out, n->name, (size_t)-1);
-	fputs("\" data-o=\"", c->out);
+	out_str(c->out, "<g class=\"f\" data-n=\"");
+	out_xml(c->out, n->name, (size_t)-1);
+	out_str(c->out, "\" data-o=\"");
 	put_u64(c->out, offset);
-	fputs("\" data-s=\"", c->out);
+	out_str(c->out, "\" data-s=\"");
 	put_u64(c->out, n->total);
-	fputs("\" data-l=\"", c->out);
+	out_str(c->out, "\" data-l=\"");
 	put_u64(c->out, level);
-	fputs("\" data-st=\"", c->out);
+	out_str(c->out, "\" data-st=\"");
 	for (int i = 0; i < NUPP_ST_MAX; i++) {
 		if (i)
-			putc(',', c->out);
+			out_char(c->out, ',');
 		put_u64(c->out, n->state[i]);
 	}
-	fputs("\">", c->out);
+	out_str(c->out, "\">");
 	put_title(c->out, n, c->total);
-	fputs("<rect x=\"", c->out);
+	out_str(c->out, "<rect x=\"");
 	put_fixed(c->out, x, 2);
-	fputs("\" y=\"", c->out);
+	out_str(c->out, "\" y=\"");
 	put_u64(c->out, y);
-	fputs("\" width=\"", c->out);
+	out_str(c->out, "\" width=\"");
 	put_fixed(c->out, w, 2);
-	fputs("\" height=\"", c->out);
+	out_str(c->out, "\" height=\"");
 	put_u64(c->out, ROW - 1);
-	fputs("\" fill=\"", c->out);
-	fputs(color, c->out);
-	fputs("\" rx=\"2\"/><text x=\"", c->out);
+	out_str(c->out, "\" fill=\"");
+	out_str(c->out, color);
+	out_str(c->out, "\" rx=\"2\"/><text x=\"");
 	put_fixed(c->out, x + 3, 2);
-	fputs("\" y=\"", c->out);
+	out_str(c->out, "\" y=\"");
 	put_u64(c->out, y + ROW - 4);
-	fputs("\">", c->out);
+	out_str(c->out, "\">");
 	put_label(c->out, n->name, w);
-	fputs("</text></g>\n", c->out);
+	out_str(c->out, "</text></g>\n");
 	for (size_t i = 0; i < n->nkids; i++) {
 		draw(c, &n->kids[i], offset, level + 1);
 		offset += n->kids[i].total;
@@ -353,7 +436,7 @@ static const char style[] =
 	"</style>\n";
 
 /* "2.0 s from 2024-05-01 12:00:00 UTC, 1004 samples at 997 Hz" */
-static void put_subtitle(FILE *out, const struct profile *p, __u64 total)
+static void put_subtitle(struct svg_out *out, const struct profile *p, __u64 total)
 {
 	time_t t = p->time_ns / 1000000000ULL;
 	char when[64] = "";
@@ -361,17 +444,17 @@ static void put_subtitle(FILE *out, const struct profile *p, __u64 total)
 
 	if (p->time_ns && gmtime_r(&t, &tm))
 		strftime(when, sizeof(when), " from %Y-%m-%d %H:%M:%S UTC", &tm);
-	fprintf(out, "<text class=\"sub\" x=\"%.0f\" y=\"46\" text-anchor=\"middle\">", WIDTH / 2);
+	out_printf(out, "<text class=\"sub\" x=\"%.0f\" y=\"46\" text-anchor=\"middle\">", WIDTH / 2);
 	if (p->duration_ns)
-		fprintf(out, "%.1f s%s, ", p->duration_ns / 1e9, when);
-	fprintf(out, "%llu samples", (unsigned long long)total);
+		out_printf(out, "%.1f s%s, ", p->duration_ns / 1e9, when);
+	out_printf(out, "%llu samples", (unsigned long long)total);
 	if (p->period_ns)
-		fprintf(out, " at %.4g Hz", 1e9 / p->period_ns);
-	fputs("</text>\n", out);
+		out_printf(out, " at %.4g Hz", 1e9 / p->period_ns);
+	out_str(out, "</text>\n");
 }
 
 /* Each state's color and share of the samples. */
-static void put_legend(FILE *out, const struct node *root)
+static void put_legend(struct svg_out *out, const struct node *root)
 {
 	double x = PAD;
 	char color[8];
@@ -382,25 +465,25 @@ static void put_legend(FILE *out, const struct node *root)
 		hsl_hex(state_hsl[i][0], state_hsl[i][1], state_hsl[i][2], color);
 		snprintf(label, sizeof(label), "%s %.1f%%", profile_state_names[i],
 			 root->total ? 100.0 * root->state[i] / root->total : 0.0);
-		fprintf(out, "<rect x=\"%.0f\" y=\"60\" width=\"12\" height=\"12\" rx=\"2\" fill=\"%s\"/>"
+		out_printf(out, "<rect x=\"%.0f\" y=\"60\" width=\"12\" height=\"12\" rx=\"2\" fill=\"%s\"/>"
 			"<text x=\"%.0f\" y=\"70\">%s</text>\n", x, color, x + 16, label);
 		x += 16 + CHAR_PX * (strlen(label) + 3);
 	}
 }
 
-static void put_header(FILE *out, const struct profile *p, const struct node *root, int height)
+static void put_header(struct svg_out *out, const struct profile *p, const struct node *root, int height)
 {
-	fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
+	out_printf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
 		"<svg version=\"1.1\" width=\"%.0f\" height=\"%d\" viewBox=\"0 0 %.0f %d\" "
 		"xmlns=\"http://www.w3.org/2000/svg\">\n%s"
 		"<rect width=\"100%%\" height=\"100%%\" fill=\"#fbfbf6\"/>\n"
 		"<text class=\"title\" x=\"%.0f\" y=\"26\" text-anchor=\"middle\">",
 		WIDTH, height, WIDTH, height, style, WIDTH / 2);
-	format__put_xml(out, p->title ? p->title : "nupp-bpf", (size_t)-1);
-	fputs("</text>\n", out);
+	out_xml(out, p->title ? p->title : "nupp-bpf", (size_t)-1);
+	out_str(out, "</text>\n");
 	put_subtitle(out, p, root->total);
 	put_legend(out, root);
-	fprintf(out, "<text id=\"unzoom\" class=\"btn\" x=\"%.0f\" y=\"70\" text-anchor=\"end\" "
+	out_printf(out, "<text id=\"unzoom\" class=\"btn\" x=\"%.0f\" y=\"70\" text-anchor=\"end\" "
 		"style=\"display: none\">Reset zoom</text>\n"
 		"<text id=\"search\" class=\"btn\" x=\"%.0f\" y=\"70\" text-anchor=\"end\">Search</text>\n",
 		WIDTH - PAD - 100, WIDTH - PAD);
@@ -408,47 +491,52 @@ static void put_header(FILE *out, const struct profile *p, const struct node *ro
 
 /* Below the frames: the hovered frame's state split as a bar and in
  * words, and what a search matched. */
-static void put_footer(FILE *out, int y)
+static void put_footer(struct svg_out *out, int y)
 {
 	char color[8];
 
 	for (int i = 0; i < NUPP_ST_MAX; i++) {
 		hsl_hex(state_hsl[i][0], state_hsl[i][1], state_hsl[i][2], color);
-		fprintf(out, "<rect id=\"split-%d\" x=\"%.0f\" y=\"%d\" width=\"0\" height=\"12\" "
+		out_printf(out, "<rect id=\"split-%d\" x=\"%.0f\" y=\"%d\" width=\"0\" height=\"12\" "
 			"fill=\"%s\"/>\n", i, PAD, y - 10, color);
 	}
-	fprintf(out, "<text id=\"details\" x=\"%.0f\" y=\"%d\">Hover a frame for its VM states, "
+	out_printf(out, "<text id=\"details\" x=\"%.0f\" y=\"%d\">Hover a frame for its VM states, "
 		"click to zoom; Search (Ctrl-F) by regular expression; Esc resets</text>\n"
 		"<text id=\"matched\" x=\"%.0f\" y=\"%d\" text-anchor=\"end\"></text>\n",
 		PAD + 128, y, WIDTH - PAD, y + 20);
 }
 
-int flamegraph__write(const struct profile *p, const struct render_opts *o, FILE *out)
+int flamegraph__write(const struct profile *p, const struct render_opts *o, FILE *f)
 {
 	struct tree t = {};
 	struct node *root = &t.root;
+	struct svg_out *out = malloc(sizeof(*out));
 	struct canvas c = { .out = out };
 	int height, ret = -1;
 
 	root->name = strdup("all");
-	if (!root->name || build(&t, p, o))
+	if (!out || !root->name || build(&t, p, o))
 		goto out;
+	out->f = f;
+	out->n = 0;
 	keymap__free(&t.kids);		/* sort_tree() moves the children */
 	sort_tree(root);
 	c.depth = depth_of(root);
 	c.total = root->total;
 	height = TOP + c.depth * ROW + FOOT;
 	put_header(out, p, root, height);
-	fprintf(out, "<g id=\"frames\" data-x=\"%.0f\" data-w=\"%.0f\" data-total=\"%llu\">\n", PAD,
+	out_printf(out, "<g id=\"frames\" data-x=\"%.0f\" data-w=\"%.0f\" data-total=\"%llu\">\n", PAD,
 		WIDTH - 2 * PAD, (unsigned long long)root->total);
 	if (root->total)
 		draw(&c, root, 0, 0);
-	fputs("</g>\n", out);
+	out_str(out, "</g>\n");
 	put_footer(out, TOP + c.depth * ROW + 18);
-	fprintf(out, "<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n</svg>\n",
+	out_printf(out, "<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n</svg>\n",
 		flamegraph_js);
-	ret = ferror(out) ? -1 : 0;
+	out_flush(out);
+	ret = ferror(f) ? -1 : 0;
 out:
+	free(out);
 	keymap__free(&t.kids);
 	free(t.key);
 	node_free(root);

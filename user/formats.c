@@ -95,38 +95,6 @@ void format__put_json(FILE *out, const char *s)
 	fputc('"', out);
 }
 
-size_t format__put_xml(FILE *out, const char *s, size_t max)
-{
-	const unsigned char *u = (const unsigned char *)s, *run = u;
-	size_t chars = 0;
-
-	/* Characters that need no escape go out a run at a time. */
-	for (; *u && chars < max; chars++) {
-		int n = utf8_len(u, 4);
-		const char *esc;
-
-		if (!n || *u < 0x20)
-			esc = REPLACEMENT, n = 1;
-		else if (*u == '<')
-			esc = "&lt;";
-		else if (*u == '>')
-			esc = "&gt;";
-		else if (*u == '&')
-			esc = "&amp;";
-		else if (*u == '"')
-			esc = "&quot;";
-		else {
-			u += n;
-			continue;
-		}
-		fwrite(run, 1, u - run, out);
-		fputs(esc, out);
-		run = u += n;
-	}
-	fwrite(run, 1, u - run, out);
-	return chars;
-}
-
 char *format__utf8_dup(const char *s)
 {
 	const unsigned char *u = (const unsigned char *)s;

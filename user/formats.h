@@ -43,11 +43,6 @@ int format__write(const struct profile *p, const struct render_opts *o, enum pro
  * UTF-8 are written as U+FFFD. */
 void format__put_json(FILE *out, const char *s);
 
-/* At most max characters of s as XML text (or an attribute's value).
- * Bytes that are not UTF-8 are written as U+FFFD, and control characters,
- * which XML 1.0 forbids, as U+FFFD too. Returns the characters written. */
-size_t format__put_xml(FILE *out, const char *s, size_t max);
-
 /* A copy of s that is valid UTF-8: bytes that are not are U+FFFD (what
  * protobuf's string fields must hold). malloc'ed; NULL when out of memory. */
 char *format__utf8_dup(const char *s);
