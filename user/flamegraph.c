@@ -300,13 +300,9 @@ static void out_xml(struct svg_out *o, const char *s, size_t max)
  * time. */
 static void put_u64(struct svg_out *out, unsigned long long n)
 {
-	char buf[24];
-	int at = sizeof(buf);
+	char buf[24], *at = u64_digits(buf + sizeof(buf), n);
 
-	do
-		buf[--at] = '0' + n % 10;
-	while ((n /= 10));
-	out_put(out, buf + at, sizeof(buf) - at);
+	out_put(out, at, buf + sizeof(buf) - at);
 }
 
 /* v >= 0 with 1 or 2 decimals, as %.1f or %.2f write it but for a tie's

@@ -393,19 +393,13 @@ long profile__write_collapsed(const struct profile *p, const struct render_opts 
 	if (profile__collapse(p, o, &c))
 		return -1;
 	for (size_t i = 0; i < c.n; i++) {
-		char count[24];
-		int at = sizeof(count);
-		__u64 v = c.lines[i].count;
+		char count[24], *end = count + sizeof(count), *at;
 
-		/* The count by hand: a printf per line would take about a
-		 * third of the time a large profile takes to write. */
-		count[--at] = '\n';
-		do
-			count[--at] = '0' + v % 10;
-		while ((v /= 10));
-		count[--at] = ' ';
+		*--end = '\n';
+		at = u64_digits(end, c.lines[i].count);
+		*--at = ' ';
 		if (fputs(c.lines[i].text, out) == EOF ||
-		    fwrite(count + at, 1, sizeof(count) - at, out) != sizeof(count) - at)
+		    fwrite(at, 1, count + sizeof(count) - at, out) != (size_t)(count + sizeof(count) - at))
 			goto out;
 	}
 	if (samples)

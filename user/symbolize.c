@@ -139,19 +139,13 @@ static int put_ptr(struct strbuf *sb, __u64 x)
 	return strbuf__put(sb, p, symbolize__fmt_ptr(p, x));
 }
 
-/* By hand: a snprintf here was a fifth of naming a new stack. */
 static int put_int(struct strbuf *sb, long v)
 {
-	char tmp[24];
-	int at = sizeof(tmp);
-	unsigned long u = v < 0 ? -(unsigned long)v : (unsigned long)v;
+	char tmp[24], *at = u64_digits(tmp + sizeof(tmp), v < 0 ? -(unsigned long)v : (unsigned long)v);
 
-	do
-		tmp[--at] = '0' + u % 10;
-	while ((u /= 10));
 	if (v < 0)
-		tmp[--at] = '-';
-	return strbuf__put(sb, tmp + at, sizeof(tmp) - at);
+		*--at = '-';
+	return strbuf__put(sb, at, tmp + sizeof(tmp) - at);
 }
 
 /* ---------------------------------------------------------------------------

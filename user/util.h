@@ -70,6 +70,17 @@ static inline uint32_t fnv1a32(uint32_t h, const void *p, size_t n)
 	return h;
 }
 
+/* n in decimal, written back from end (20 bytes at most); where it starts.
+ * The writers of many numbers (collapsed counts, flame graph frames, frame
+ * lines) use it: a printf per number was a large share of their time. */
+static inline char *u64_digits(char *end, unsigned long long n)
+{
+	do
+		*--end = '0' + n % 10;
+	while ((n /= 10));
+	return end;
+}
+
 /* The length of the UTF-8 sequence at s, of the n bytes there (1-4; a
  * NUL-terminated string may pass 4): 1 for ASCII, 0 when the bytes are not
  * well-formed UTF-8 (RFC 3629: no overlong form, no surrogate, nothing past
