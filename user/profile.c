@@ -247,7 +247,9 @@ const char *stack__cut_root(const char *stack, const char *root)
 	size_t n = root ? strlen(root) : 0;
 	const char *f = stack;
 
-	if (!n)
+	/* Frame names have their ';' escaped: a root with one names no
+	 * frame's module, and matched in the text it would span frames. */
+	if (!n || strchr(root, ';'))
 		return stack;
 	for (;;) {
 		if (from_module(f, root, n))

@@ -207,9 +207,10 @@ local function inzone(p, filter)
 end
 M._inzone = inzone	-- for the tests: one rule with the CLI's
 
--- stack cut back to its outermost frame from module root.
+-- stack cut back to its outermost frame from module root. Frame names have
+-- their ';' escaped: a root with one names no frame's module (as in C).
 local function cut(stack, root)
-  if root == nil then return stack end
+  if root == nil or root == "" or find(root, ";", 1, true) then return stack end
   local prefix = root..":"
   if sub(stack, 1, #prefix) == prefix then return stack end
   local at = find(stack, ";"..prefix, 1, true)

@@ -57,6 +57,7 @@ static void cut_cases(void)
 		{ "m.lua:run;x.lua:g", "m.lua", "m.lua:run;x.lua:g" },
 		{ "a.lua:0;b.lua:f", "m.lua", "a.lua:0;b.lua:f" },
 		{ "a.lua:0;mm.lua:f", "m.lua", "a.lua:0;mm.lua:f" },
+		{ ";;;:x", ";;", ";;;:x" },	/* a root with ';' spans frames */
 	};
 
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
