@@ -20,6 +20,7 @@ static __always_inline int lj_read(void *dst, __u32 size, __u64 addr)
 }
 #define LJ_READ(dst, size, addr) lj_read(dst, size, addr)
 #include "lj_walk.h"
+#include "pid_view.h"
 
 /* Steps a walk may take: twice the frames it keeps, since vararg and
  * dummy frames take a step each and are skipped (rounded up to a batch). */
@@ -878,7 +879,7 @@ static __always_inline struct sampler_scratch *scratch_for(const struct task_str
 
 	if (lj_likely(sc != 0)) {
 		sc->key.pid = pid;
-		sc->key.tid = task->pid;
+		sc->key.tid = view_tid(task);
 	}
 	return sc;
 }
@@ -891,7 +892,7 @@ SEC("perf_event")
 int on_cpu_clock(struct bpf_perf_event_data *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u32 pid = task->tgid;
+	__u32 pid = view_tgid(task);
 	struct nupp_proc *p = proc_of(pid);
 	struct sampler_scratch *sc;
 
@@ -920,7 +921,7 @@ int BPF_PROG(on_tick, struct hrtimer *timer)
 	if ((__u64)BPF_CORE_READ(timer, function) != tick_fn)
 		return 0;
 	task = bpf_get_current_task_btf();
-	pid = task->tgid;
+	pid = view_tgid(task);
 	p = proc_of(pid);
 	if (!p || !(sc = scratch_for(task, pid)))
 		return 0;
@@ -939,7 +940,7 @@ int BPF_PROG(on_tick, struct hrtimer *timer)
 SEC("raw_tp/sched_process_exec")
 int on_exec(void *ctx)
 {
-	__u32 pid = bpf_get_current_pid_tgid() >> 32, slot = slot_of(pid);
+	__u32 pid = view_current_pid_tgid() >> 32, slot = slot_of(pid);
 
 	if (slot >= NUPP_MAX_PLACES)
 		return 0;
@@ -958,7 +959,7 @@ int on_exec(void *ctx)
 SEC("uprobe")
 int on_gc_cycle(struct pt_regs *ctx)
 {
-	struct nupp_proc *p = proc_of(bpf_get_current_pid_tgid() >> 32);
+	struct nupp_proc *p = proc_of(view_current_pid_tgid() >> 32);
 	__u64 epoch = p ? p->gc_epoch : 0;
 
 	/* Not from 0: userspace sets 0 to turn the caches off, and may do so
@@ -981,7 +982,7 @@ int on_gc_cycle(struct pt_regs *ctx)
 SEC("uprobe")
 int on_openlibs(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid(), g, tk;
+	__u64 id = view_current_pid_tgid(), g, tk;
 	struct nupp_proc *p = proc_of(id >> 32);
 
 	if (!p || !(g = vm_named_by(&p->lj, PT_REGS_PARM1(ctx))))

@@ -21,6 +21,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "trace.h"
+#include "pid_view.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -357,7 +358,7 @@ static __always_inline void read_errinfo(const struct lj_layout *lj,
 SEC("raw_tp/sched_process_exec")
 int on_exec(void *ctx)
 {
-	__u32 pid = bpf_get_current_pid_tgid() >> 32;	/* the exec runs in the task */
+	__u32 pid = view_current_pid_tgid() >> 32;	/* the exec runs in the task */
 
 	if (bpf_map_lookup_elem(&procs, &pid))	/* no bucket lock for other processes */
 		bpf_map_delete_elem(&procs, &pid);
@@ -367,7 +368,7 @@ int on_exec(void *ctx)
 SEC("uprobe")
 int BPF_KPROBE(trace_abort_site)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 pid_tgid = view_current_pid_tgid();
 	__u32 pid = pid_tgid >> 32;
 	const struct nupp_trace_proc *p;
 	const struct lj_layout *lj;

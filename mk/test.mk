@@ -2,8 +2,9 @@
 #   make test      build everything, run the unit tests (unit.mk hooks
 #                  `unit-test` in as a prerequisite of `test`), then every
 #                  pytest test under tests/, as root: the BPF tests load and
-#                  attach for real. The Lua API tests run twice: on the
-#                  in-process backend and on the BPF backend.
+#                  attach for real. The Lua API tests run three times: on
+#                  the in-process backend, on the BPF backend, and on the
+#                  BPF backend in a PID namespace (as in a container).
 # A skipped test fails the run, like a failed one: conftest.py turns skips
 # into failures, and the summary lines are checked here as well.
 
@@ -28,3 +29,5 @@ test: all trace-dev
 	$(call pytest_run,$(PYTEST) tests/,$(PYTEST_LOG))
 	$(call msg,PYTEST,tests/lua_api/test_lua_api.py on the BPF backend)
 	$(call pytest_run,NUPP_BACKEND=bpf $(PYTEST) tests/lua_api/test_lua_api.py,$(PYTEST_LOG).bpf)
+	$(call msg,PYTEST,tests/lua_api/test_lua_api.py on the BPF backend in a PID namespace)
+	$(call pytest_run,NUPP_BACKEND=bpf NUPP_PIDNS=1 $(PYTEST) tests/lua_api/test_lua_api.py,$(PYTEST_LOG).pidns)

@@ -10,11 +10,13 @@
  */
 #define _GNU_SOURCE
 #include <elf.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
 #include "libbpf_setup.h"
 #include "min_btf.h"
 
@@ -101,4 +103,17 @@ const struct bpf_object_open_opts *libbpf_setup__open_opts(void)
 	libbpf_set_print(print);	/* quiet unless -v said otherwise */
 	opts.btf_custom_path = min_btf_path();
 	return &opts;
+}
+
+int libbpf_setup__learn_pid_view(const struct bpf_program *prog, const unsigned *learned,
+				 char *err, size_t errsz)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, run);
+
+	if (bpf_prog_test_run_opts(bpf_program__fd(prog), &run) || !*learned) {
+		snprintf(err, errsz, "cannot learn nupp-bpf's own PID namespace: %s",
+			 *learned ? "" : errno ? strerror(errno) : "the kernel did not run the program");
+		return -1;
+	}
+	return 0;
 }

@@ -27,4 +27,11 @@ const struct bpf_object_open_opts *libbpf_setup__open_opts(void);
 /* Whether the running kernel is the one the minimal BTF was made from. */
 bool libbpf_setup__min_btf_matches(void);
 
+/* Run an object's learn_pid_view program (bpf/pid_view.h) once in this
+ * task, so that its programs name processes by the ids of nupp-bpf's own
+ * PID namespace; *learned is the object's view_learned. 0, or -1 with err
+ * set. */
+int libbpf_setup__learn_pid_view(const struct bpf_program *prog, const unsigned *learned,
+				 char *err, size_t errsz);
+
 #endif

@@ -33,6 +33,7 @@ struct mem_reader procmem__reader(const pid_t *pid)
 int procmem__stat(pid_t pid, struct proc_stat *st)
 {
 	char path[64], buf[1024], *p = NULL, state = 'X';
+	unsigned long long utime, stime;
 	ssize_t n = -1;
 	int fd;
 
@@ -48,9 +49,11 @@ int procmem__stat(pid_t pid, struct proc_stat *st)
 		p = strrchr(buf, ')');		/* the command name may hold anything */
 	}
 	/* Fields 3 (state) to 23 (vsize), see proc(5). */
-	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-			 "%*d %ld %*d %llu %lu", &state, &st->threads, &st->start, &st->vsize) != 4)
+	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d "
+			 "%*d %ld %*d %llu %lu", &state, &utime, &stime, &st->threads, &st->start,
+			 &st->vsize) != 6)
 		return -1;
+	st->cpu_ticks = utime + stime;
 	if (state == 'Z' || state == 'X')
 		st->start = 0;
 	return 0;

@@ -33,6 +33,7 @@ struct proc_stat {
 	unsigned long long start;	/* as procmem__start_time */
 	unsigned long vsize;		/* bytes mapped: any new mapping changes it */
 	long threads;
+	unsigned long long cpu_ticks;	/* utime + stime, in clock ticks */
 };
 
 /* Process pid's, with start 0 when it is gone or a zombie; -1 when gone. */

@@ -239,6 +239,9 @@ static int load_object(struct sampler *s, char *err, size_t errsz)
 		snprintf(err, errsz, "failed to load the sampler BPF program: %s", strerror(-ret));
 		return -1;
 	}
+	if (libbpf_setup__learn_pid_view(s->skel->progs.learn_pid_view, &s->skel->bss->view_learned,
+					 err, errsz))
+		return -1;
 	s->table_bytes = s->table_len * sizeof(*s->table);
 	m = mmap(NULL, s->table_bytes, PROT_READ, MAP_SHARED, bpf_map__fd(s->skel->maps.counts), 0);
 	if (m == MAP_FAILED) {

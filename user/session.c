@@ -225,6 +225,7 @@ static int attach_target(struct run *r, struct place *pl, bool final)
 {
 	struct lj_target *t = &pl->t;
 	__u64 code = pl->identified || final ? 0 : lj_target__code_digest(pl->pid);
+	struct proc_stat st;
 	int ret = 0;
 
 	if (code) {
@@ -255,6 +256,8 @@ static int attach_target(struct run *r, struct place *pl, bool final)
 	if (r->sampler && sampler__add_target(r->sampler, t, pl->zones, r->err, sizeof(r->err)))
 		goto fail;
 	pl->attached = true;
+	if (!procmem__stat(pl->pid, &st))
+		pl->cpu_attached = pl->cpu_seen = st.cpu_ticks;
 	r->young |= r->launched.child || place_young(pl);
 	return 1;
 fail:
@@ -613,6 +616,8 @@ static int check_targets(struct run *r, unsigned tick)
 			retire(r, pl);
 			continue;
 		}
+		if (pl->attached)
+			pl->cpu_seen = st.cpu_ticks;
 		if (exec_seen(r, pl)) {
 			follow_exec(r, pl);
 			continue;
@@ -807,6 +812,31 @@ static void describe_profile(struct run *r, struct profile *p)
 	p->duration_ns = (monotonic_s() - r->started) * 1e9;
 }
 
+/* Whether a session that counted no sample was blind rather than idle: its
+ * targets ran long enough on the CPU to be sampled 30 times (a Poisson count
+ * of mean 30 is 0 once in 10^13). Samples that match no target (ids of
+ * another PID namespace, say) must not pass for an idle program's empty
+ * profile. */
+static bool blind(const struct run *r, const struct sampler_stats *st)
+{
+	double cpu_s = 0, period_s = sampler__period_ns(r->sampler) * 1e-9;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	if (st->samples || period_s <= 0 || hz <= 0)
+		return false;
+	for (int i = 0; i < r->targets.n; i++) {
+		const struct place *pl = r->targets.places[i];
+
+		if (pl->attached)
+			cpu_s += (double)(pl->cpu_seen - pl->cpu_attached) / hz;
+	}
+	if (cpu_s < 30 * period_s)
+		return false;
+	session__error("no sample was taken while the profiled processes ran %.2f s on the CPU "
+		       "(the kernel's samples named no process nupp-bpf attached to)", cpu_s);
+	return true;
+}
+
 /* Samples: every file of the profile, in its format, and the summary. */
 static int finish_samples(struct run *r)
 {
@@ -824,6 +854,7 @@ static int finish_samples(struct run *r)
 	if (r->o->summary)
 		summary__samples(&p, &r->o->render, &st, monotonic_s() - r->started,
 				 r->o->sampler.depth);
+	ret |= blind(r, &st);
 	/* Last: the file takes the counts since the last rotation. */
 	if (r->files.rotate && rotate__finish(r->files.rotate, &p, r->err, sizeof(r->err))) {
 		session__error("%s", r->err);

@@ -33,6 +33,8 @@ struct place {
 					 * process it is */
 	bool identified;		/* LuaJIT found in it */
 	bool attached;
+	unsigned long long cpu_attached;	/* its CPU time (clock ticks) at the attach, */
+	unsigned long long cpu_seen;	/* and at the last poll that found it alive */
 	unsigned fast_scans;		/* VM scans made a millisecond apart */
 	unsigned next_scan;		/* tick of the next VM scan after those, */
 	unsigned scan_every;		/* ticks after the last one */

@@ -298,6 +298,9 @@ struct tracer *tracer__open(const struct tracer_opts *o, char *err, size_t errsz
 		snprintf(err, errsz, "failed to load the trace BPF program: %s", strerror(errno));
 		goto fail;
 	}
+	if (libbpf_setup__learn_pid_view(tr->skel->progs.learn_pid_view, &tr->skel->bss->view_learned,
+					 err, errsz))
+		goto fail;
 	tr->exec_link = bpf_program__attach(tr->skel->progs.on_exec);
 	if (!tr->exec_link) {
 		snprintf(err, errsz, "failed to attach to sched_process_exec: %s", strerror(errno));

@@ -84,9 +84,19 @@ struct tracemap {
 	__u64 vm_lo;
 	int op_kgc, op_knum;		/* IR opcodes, from the build's irnames */
 	int op_kint64, op_kptr, op_kkptr;	/* the other 64-bit constants */
-	struct tm_trace **by_no;	/* by trace number */
-	size_t cap, ntraces, bytes;
+	/* Every VM numbers its own traces from 1 (a host's worker threads,
+	 * each with its VM, compile the same loop as trace 1 each): a trace
+	 * is known by its VM and its number. */
+	struct tm_vm *vms;
+	size_t nvms, ntraces, bytes;
 	__u64 poll;			/* tracemap__poll() calls */
+};
+
+/* The traces of one VM, by number. */
+struct tm_vm {
+	__u64 g;
+	struct tm_trace **by_no;
+	size_t cap;
 };
 
 struct tracemap *tracemap__new(const struct lj_build *b, struct mem_reader mem, __u64 vm_lo)
@@ -133,11 +143,14 @@ void tracemap__flush(struct tracemap *tm)
 {
 	if (!tm)
 		return;
-	for (size_t i = 0; i < tm->cap; i++)
-		trace_free(tm->by_no[i]);
-	free(tm->by_no);
-	tm->by_no = NULL;
-	tm->cap = tm->ntraces = tm->bytes = 0;
+	for (size_t v = 0; v < tm->nvms; v++) {
+		for (size_t i = 0; i < tm->vms[v].cap; i++)
+			trace_free(tm->vms[v].by_no[i]);
+		free(tm->vms[v].by_no);
+	}
+	free(tm->vms);
+	tm->vms = NULL;
+	tm->nvms = tm->ntraces = tm->bytes = 0;
 }
 
 void tracemap__free(struct tracemap *tm)
@@ -152,10 +165,14 @@ void tracemap__poll(struct tracemap *tm)
 		return;
 	tm->poll++;
 	/* A trace's constants are read again for the next poll's stacks. */
-	for (size_t i = 0; i < tm->cap; i++)
-		if (tm->by_no[i] && tm->by_no[i]->kbuf) {
-			free(tm->by_no[i]->kbuf);
-			tm->by_no[i]->kbuf = NULL;
+	for (size_t v = 0; v < tm->nvms; v++)
+		for (size_t i = 0; i < tm->vms[v].cap; i++) {
+			struct tm_trace *tr = tm->vms[v].by_no[i];
+
+			if (tr && tr->kbuf) {
+				free(tr->kbuf);
+				tr->kbuf = NULL;
+			}
 		}
 }
 
@@ -166,7 +183,46 @@ size_t tracemap__traces(const struct tracemap *tm)
 
 size_t tracemap__bytes(const struct tracemap *tm)
 {
-	return tm ? sizeof(*tm) + tm->cap * sizeof(*tm->by_no) + tm->bytes : 0;
+	size_t n = 0;
+
+	if (!tm)
+		return 0;
+	for (size_t v = 0; v < tm->nvms; v++)
+		n += sizeof(tm->vms[v]) + tm->vms[v].cap * sizeof(*tm->vms[v].by_no);
+	return sizeof(*tm) + n + tm->bytes;
+}
+
+/* The trace table of VM g, made when new; NULL on ENOMEM. */
+static struct tm_vm *vm_of(struct tracemap *tm, __u64 g)
+{
+	struct tm_vm *more;
+
+	for (size_t v = 0; v < tm->nvms; v++)
+		if (tm->vms[v].g == g)
+			return &tm->vms[v];
+	if (!(more = realloc(tm->vms, (tm->nvms + 1) * sizeof(*more))))
+		return NULL;
+	tm->vms = more;
+	more[tm->nvms] = (struct tm_vm){ .g = g };
+	return &more[tm->nvms++];
+}
+
+/* Room for trace n in vm's table; -ENOMEM. */
+static int vm_reserve(struct tm_vm *vm, __u32 n)
+{
+	size_t cap = vm->cap ? vm->cap : 64;
+	struct tm_trace **more;
+
+	if (n < vm->cap)
+		return 0;
+	while (cap <= n)
+		cap *= 2;
+	if (!(more = realloc(vm->by_no, cap * sizeof(*more))))
+		return -ENOMEM;
+	memset(more + vm->cap, 0, (cap - vm->cap) * sizeof(*more));
+	vm->by_no = more;
+	vm->cap = cap;
+	return 0;
 }
 
 /* ---------------------------------------------------------------------------
@@ -259,44 +315,35 @@ static struct tm_trace *trace_get(struct tracemap *tm, __u64 g, __u32 n, int *er
 {
 	const struct lj_layout *lj = tm->lj;
 	struct tm_trace now = { 0 }, *tr;
+	struct tm_vm *vm;
 	__u8 hdr[HDR_MAX];
 	__u32 prev_mcofs = 0;
 	__u64 T;
 
 	*err = 0;
+	if (!(vm = vm_of(tm, g)) || vm_reserve(vm, n)) {
+		*err = -ENOMEM;
+		return NULL;
+	}
 	/* Checked since the last poll: the stacks symbolized at one poll were
 	 * recorded within its interval, and a trace replaced meanwhile has
 	 * its code elsewhere (the caller checks the address). */
-	if (n < tm->cap && (tr = tm->by_no[n]) && tr->checked == tm->poll)
+	if ((tr = vm->by_no[n]) && tr->checked == tm->poll)
 		return tr;
 	T = trace_ptr(tm, g, n, hdr);
 	if (!T)
 		return NULL;
 	trace_fields(lj, hdr, T, &now);
-	if (n < tm->cap && (tr = tm->by_no[n]) && trace_same(tr, &now)) {
+	if ((tr = vm->by_no[n]) && trace_same(tr, &now)) {
 		tr->checked = tm->poll;
 		return tr;
 	}
 	/* New, or its number now names another trace. */
-	if (n >= tm->cap) {
-		size_t cap = tm->cap ? tm->cap : 64;
-		struct tm_trace **more;
-
-		while (cap <= n)
-			cap *= 2;
-		if (!(more = realloc(tm->by_no, cap * sizeof(*more)))) {
-			*err = -ENOMEM;
-			return NULL;
-		}
-		memset(more + tm->cap, 0, (cap - tm->cap) * sizeof(*more));
-		tm->by_no = more;
-		tm->cap = cap;
-	}
-	if (tm->by_no[n]) {
-		tm->bytes -= tm->by_no[n]->bytes;
+	if (vm->by_no[n]) {
+		tm->bytes -= vm->by_no[n]->bytes;
 		tm->ntraces--;
-		trace_free(tm->by_no[n]);
-		tm->by_no[n] = NULL;
+		trace_free(vm->by_no[n]);
+		vm->by_no[n] = NULL;
 	}
 	if (!now.nsnap || now.nk >= REF_BIAS || now.nins <= REF_BIAS)
 		return NULL;
@@ -325,7 +372,7 @@ static struct tm_trace *trace_get(struct tracemap *tm, __u64 g, __u32 n, int *er
 	}
 	tr->checked = tm->poll;
 	tr->bytes = sizeof(*tr) + (size_t)tr->nsnap * (lj->sn_size + sizeof(*tr->chains));
-	tm->by_no[n] = tr;
+	vm->by_no[n] = tr;
 	tm->bytes += tr->bytes;
 	tm->ntraces++;
 	return tr;

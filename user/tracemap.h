@@ -15,7 +15,8 @@
  * slots) and the snapshot's PC. The stack then reads as jit.profile's
  * dumpstack reads it after that exit.
  *
- * What is read of a trace is kept by trace number and checked against
+ * What is read of a trace is kept by its VM and its number (each VM
+ * numbers its own traces from 1) and checked against
  * J->trace[n] and the trace's header at each poll that uses it: a trace
  * flushed, or its number reused, is read again, and a sample whose address
  * does not lie in the code of the trace of its number is left unmapped,

@@ -16,6 +16,7 @@ import re
 import resource
 import select
 import signal
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from helpers import (BUILDS, JP_ARGS, LUAJIT_ROOT, Nupp, ROOT, Run, STOCK_LUAJIT, StealLog, frames, max_depth,
-                      parse_jp_states, parse_truth, share, top, total, workload)
+                      parse_jp_states, parse_truth, share, top, total, wait_for, workload)
 
 FREQ = 997
 MAX_UNRESOLVED = 0.01		# at most 1 % of the samples may not resolve
@@ -164,6 +165,38 @@ def test_threads_each_vm_on_its_own(nupp, lua_build_ready, build_name):
     assert vms[1] != vms[2], f"both threads report VM {vms[1]}"
     others = {tid: d["rows"] for tid, d in by_tid.items() if tid not in tids.values()}
     assert not others, f"samples on threads that run no Lua: {others}"
+
+
+@pytest.mark.parametrize("build_name", HOSTS)
+def test_vms_each_map_their_own_traces(nupp, lua_build_ready, build_name):
+    """luahost --threads 2 on vmtwins.lua: two threads, each with its own VM,
+    run the same loop, so both VMs compile it under the same trace numbers.
+    Every compiled sample maps through its own VM's trace: each thread's
+    stacks read loop;leaf with loop at its call line and leaf at a line of
+    its own. Traces kept by number alone left 10-50 % of one VM's samples
+    unmapped (leaf lost, loop without its line). Model: a thread's samples
+    outside loop;leaf are its few os.clock calls and its start, under 1 %;
+    97 % is asked."""
+    b = lua_build_ready(build_name)
+    run = nupp.record(["--threads", "--lines", "--",
+                       *b.command(workload("vmtwins.lua"), "--threads", 2, 2, 2)],
+                      env=b.environ())
+    assert run.returncode == 0, run
+    tids = {int(m[1]): int(m[2]) for m in re.finditer(r"^thread (\d) tid (\d+)$", run.stdout, re.M)}
+    assert sorted(tids) == [1, 2], f"workload did not report its threads:\n{run}"
+    m = re.search(r"^  compiled: (\d+) of (\d+) samples mapped", run.stderr, re.M)
+    assert m and int(m[1]) >= 0.995 * int(m[2]), run
+    vms = set()
+    leaf = re.compile(r"vmtwins\.lua:0:\d+;vmtwins\.lua:loop:24;vmtwins\.lua:leaf:(1[3-9])$")
+    for index, tid in tids.items():
+        rows = [(THREAD_RE.match(s), c) for s, c in run.rows]
+        mine = [(m, c) for m, c in rows if m and int(m[2]) == tid]
+        assert mine, f"no samples for thread {index}:\n{run}"
+        vms |= {m[3] for m, _ in mine}
+        n = sum(c for _, c in mine)
+        hot = sum(c for m, c in mine if leaf.search(m[4]))
+        assert hot >= 0.97 * n, f"thread {index}: {hot} of {n} on loop;leaf:\n{run}"
+    assert len(vms) == 2, f"two threads, VMs {vms}"
 
 
 @pytest.mark.parametrize("build_name", HOSTS)
@@ -559,6 +592,30 @@ def test_launch_follows_forked_workers(nupp):
         assert_samples_per_cpu(run, f"forkworkers.lua:{fn}", truth[fn], 0.75)
 
 
+class PerfBeside:
+    """`perf record -e cpu-clock -F 997 -a` for the length of a test: the
+    kernel's own sampling of the same run, samples per process."""
+
+    def __init__(self, tmp_path):
+        self.data = tmp_path / "perf.data"
+        self.p = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(FREQ),
+                                   "-a", "-o", str(self.data), "--", "sleep", "600"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # perf has opened its events once its output file has its header
+        wait_for(lambda: self.data.exists() and self.data.stat().st_size > 0 or
+                 self.p.poll() is not None, timeout=20)
+        assert self.p.poll() is None, f"perf record failed: {self.p.stderr.read()}"
+
+    def stop(self):
+        """{pid: samples}."""
+        self.p.send_signal(signal.SIGINT)
+        self.p.wait(timeout=60)
+        rep = subprocess.run(["perf", "report", "-i", str(self.data), "--sort", "pid", "-F",
+                              "sample,pid", "--stdio"], capture_output=True, text=True,
+                             timeout=120).stdout
+        return {int(m[2]): int(m[1]) for m in re.finditer(r"^\s*(\d+)\s+(\d+):", rep, re.M)}
+
+
 @pytest.mark.parametrize("n", [12, 72])
 def test_launch_many_workers_on_one_stack(nupp, tmp_path, n):
     """sameworkers.lua forks n workers that wait until nupp-bpf has said it
@@ -566,16 +623,16 @@ def test_launch_many_workers_on_one_stack(nupp, tmp_path, n):
     for; a worker polls for it every 10 ms), then spin in work() for 0.2 s
     of CPU each. Forked, they run the
     same code at the same addresses, so their stacks hash alike. Each
-    worker's samples are its own ([pid/tid ...] frames of --threads),
-    70-130 % of 997 per CPU second it ran (all workers together 90-110 %),
-    and at most 1 % of all samples
-    are unresolved (the upper bound widened by the steal time measured over
-    each worker's own window). With 12: guards the search for a counting
+    worker's samples are its own ([pid/tid ...] frames of --threads): as
+    many as the kernel's own sampling gives it, `perf record -e cpu-clock
+    -F 997 -a` run beside (see the model below), and at most 1 % of all
+    samples are unresolved. With 12: guards the search for a counting
     slot, which must not start at the same place for every such stack (from
     the ninth worker on, every sample would be lost as "stack map full").
     With 72: the 73 processes outnumber the 64 places the sampler finds by a
     scan (the rest by a lookup); every one must be profiled."""
     go = tmp_path / "go"
+    perf = PerfBeside(tmp_path)
     steal, t0 = StealLog(), time.monotonic()
     p, out = nupp.start(["record", "-F", FREQ, "--threads", "--",
                          *STOCK_LUAJIT.command(workload("sameworkers.lua"), n, 0.2, go)])
@@ -592,6 +649,7 @@ def test_launch_many_workers_on_one_stack(nupp, tmp_path, n):
     finally:
         go.touch()
         steal.close()
+        kernel = perf.stop()
         if p.poll() is None:		# a failure above: no root process left behind
             p.kill()
             p.wait()
@@ -615,21 +673,26 @@ def test_launch_many_workers_on_one_stack(nupp, tmp_path, n):
         in_work[pid] = in_work.get(pid, 0) + count * any(
             f in ("sameworkers.lua:work", "sameworkers.lua:wait_to_work") for f in frames(m[4]))
     assert set(per_pid) == set(truth), (sorted(per_pid), sorted(truth))
-    # All workers together: their CPU time at the rate, within 10 % (steal
-    # adds samples: the timer counts it, their CPU time does not).
-    want_all, got_all = FREQ * sum(truth.values()), sum(per_pid.values())
-    assert 0.9 * want_all <= got_all <= 1.1 * want_all / (1 - min(2 * run.steal, 0.5)), \
-        f"{got_all} samples for the workers' {sum(truth.values()):.2f} CPU seconds:\n{run}"
-    for pid, cpu in truth.items():
-        want, st = FREQ * cpu, max(steal.share(*windows[pid]), run.steal)
-        # Each worker apart, 70-130 %: 12 or 72 spinning workers on 2 CPUs
-        # share each CPU's timer ticks unevenly, as the ticks fall against the
-        # scheduler's switches (0.91-1.05 of the rate in most runs, 0.79 and
-        # 1.10 once each). What this guards against gives a worker none of
-        # its samples, or another's too (twice its share).
-        assert 0.7 * want <= per_pid[pid] <= 1.3 * want / (1 - min(2 * st, 0.5)), \
-            f"worker {pid}: {per_pid[pid]} samples for {cpu:.2f} CPU seconds " \
-            f"(steal {100 * st:.1f} % meanwhile):\n{run}"
+    # The model. CPU time is no truth for one worker: beside a busy loop,
+    # or on a VM whose timer expirations come late, the kernel's timer gives
+    # some workers half the samples their CPU time is worth (`perf record`
+    # alone too: 0.52-1.09 of it, 72 workers here), and gives them to nupp-
+    # bpf's timer and perf's alike. So each worker's count is compared with
+    # perf's for it, scaled by the ratio of all workers' counts: two
+    # samplings of one schedule, each within Poisson noise of it. A worker
+    # lies within 5 standard deviations of the difference (two-sided,
+    # 5.7e-7 per worker: 4e-5 for 72); one that lost its samples, or got
+    # another's (twice its count), lies far outside.
+    got_all = sum(per_pid.values())
+    perf_all = sum(kernel.get(pid, 0) for pid in truth)
+    assert perf_all > 0, f"perf saw no worker:\n{run}"
+    k = got_all / perf_all
+    assert 0.85 <= k <= 1.15, f"{got_all} samples of the workers, perf {perf_all}:\n{run}"
+    for pid in truth:
+        want = k * kernel.get(pid, 0)
+        assert abs(per_pid[pid] - want) <= 5 * (per_pid[pid] + k * want) ** 0.5 + 1, \
+            f"worker {pid}: {per_pid[pid]} samples, perf {kernel.get(pid, 0)} " \
+            f"(x {k:.3f}, the ratio of all workers):\n{run}"
         assert in_work[pid] >= 0.97 * per_pid[pid], \
             f"worker {pid}: {in_work[pid]} of {per_pid[pid]} samples in work() or its wait:\n{run}"
 
