@@ -31,9 +31,14 @@ __u32 view_level;	/* 0: ids are the kernel's own */
 __u32 view_ns_inum;
 __u32 view_learned;	/* userspace checks that learn_pid_view ran */
 
-/* The number of pid at view_level, if that level is nupp-bpf's namespace. */
-static __always_inline __u32 nr_in_view(const struct pid *pid)
+/* The number of struct pid *pid_addr at view_level, if that level is
+ * nupp-bpf's namespace. A global function: its struct upid stays off the
+ * stack of the programs that call it (the sampler's must stay under 64
+ * bytes, kernel-notes/sampler.md), and it takes the pointer as a number,
+ * as a global function must. */
+__noinline int nr_in_view(__u64 pid_addr)
 {
+	const struct pid *pid = (const struct pid *)pid_addr;
 	struct upid up;
 
 	if (!pid || BPF_CORE_READ(pid, level) < view_level)
@@ -54,7 +59,7 @@ static __always_inline __u32 view_tgid(const struct task_struct *task)
 {
 	if (!view_level)
 		return task->tgid;
-	return nr_in_view(BPF_CORE_READ(task, group_leader, thread_pid));
+	return nr_in_view((__u64)BPF_CORE_READ(task, group_leader, thread_pid));
 }
 
 /* task's thread id as nupp-bpf names it; 0 if it has none. */
@@ -62,7 +67,7 @@ static __always_inline __u32 view_tid(const struct task_struct *task)
 {
 	if (!view_level)
 		return task->pid;
-	return nr_in_view(BPF_CORE_READ(task, thread_pid));
+	return nr_in_view((__u64)BPF_CORE_READ(task, thread_pid));
 }
 
 /* The running task's ids as bpf_get_current_pid_tgid() packs them: the

@@ -107,6 +107,7 @@ struct vm_regs {
 	__u64 pc;		/* rbx: PC, in the interpreter (after the instruction),
 				 * or the link of a frame returning */
 	__u64 rbp;		/* RB: BASE saved around some calls out (sample()) */
+	__u64 sp;		/* rsp: where a C helper a trace called finds its return */
 };
 
 /* Per-CPU scratch: what a sample works on, too big for the 512-byte BPF
@@ -127,6 +128,7 @@ struct sampler_scratch {
 	__u8 ggblk[NUPP_GG_BLK + 8];	/* main lua_State and global_State fields */
 	__u8 Lblk[NUPP_BLK + 8];	/* a coroutine's lua_State fields */
 	struct lj_walk_mem walk;	/* the walk's state, buffers and caches (lj_walk.h) */
+	__u64 stack_top[NUPP_RET_SCAN];	/* trace_return(): the words at rsp */
 };
 
 struct {
@@ -590,16 +592,65 @@ static __always_inline __u64 walk_base(const struct nupp_proc *p, const struct v
 	return L_FIELD(Lblk, Lfirst, lj->L_base);
 }
 
+/* Whether a lies in a file's code near the interpreter (p->code: LuaJIT's
+ * C code, which holds the interpreter, the C library...), which is no
+ * trace's. */
+static __always_inline bool in_file_code(const struct nupp_proc *p, __u64 a)
+{
+	for (__u32 i = 0; i < NUPP_CODE_RANGES && p->code[i].hi; i++)
+		if (a - p->code[i].lo < p->code[i].hi - p->code[i].lo)
+			return true;
+	return false;
+}
+
+/* Whether a may be trace code: within +-2 GiB of the interpreter (where
+ * LuaJIT allocates it, near lj_vm_exit_handler), in no file's code. */
+static __always_inline bool near_trace_code(const struct nupp_proc *p, __u64 a)
+{
+	__s64 off = (__s64)(a - p->vm_lo);
+
+	return off == (__s32)off && a - p->vm_lo >= p->vm_hi - p->vm_lo && !in_file_code(p, a);
+}
+
+/* A trace interrupted in C code it called (lj_tab_new1, lj_str_new, memcpy:
+ * LuaJIT's own or the C library's, in the state of the trace): the
+ * helper's return address into the trace, the first word at rsp that
+ * points near trace code; the position is the call before it, into
+ * sc->stack_top[0]. 0 when none of the words does: the sample stays on
+ * the helper's address, unmapped. One read, only for such samples; a
+ * function of its own, whose stack is not the program's (see
+ * kernel-notes/sampler.md, the private stack). */
+__noinline int trace_return(const struct nupp_proc *p, struct sampler_scratch *sc)
+{
+	if (!p || !sc ||
+	    bpf_probe_read_user(sc->stack_top, sizeof(sc->stack_top), (const void *)sc->regs.sp))
+		return 0;
+	for (__u32 i = 0; i < NUPP_RET_SCAN; i++) {
+		__u64 a = sc->stack_top[i];
+
+		if (near_trace_code(p, a)) {
+			sc->stack_top[0] = a - 1;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* The leaf's pc on trace (NUPP_PC_TRACE in bpf/sampler.h): the trace and
  * where its code was interrupted, for userspace to map through the trace's
- * snapshots. Costs no read. 0 (nothing to map) for an address in the
- * interpreter (the exit handler) or too far from it to be trace code. */
-static __always_inline __u64 trace_pos(const struct nupp_proc *p, const struct vm_regs *regs,
+ * snapshots. 0 (nothing to map) for an address in the interpreter (the
+ * exit handler) or too far from it to be trace code. In a file's code,
+ * C code the trace called: where the trace called it (trace_return). */
+static __always_inline __u64 trace_pos(const struct nupp_proc *p, struct sampler_scratch *sc,
 				       __s32 vmstate)
 {
-	__s64 off = (__s64)(regs->ip - p->vm_lo);
+	__u64 ip = sc->regs.ip;
+	__s64 off;
 
-	if (off != (__s32)off || regs->ip - p->vm_lo < p->vm_hi - p->vm_lo || vmstate > 0xffff)
+	if (ip - p->vm_lo >= p->vm_hi - p->vm_lo && in_file_code(p, ip) && trace_return(p, sc))
+		ip = sc->stack_top[0];
+	off = (__s64)(ip - p->vm_lo);
+	if (off != (__s32)off || ip - p->vm_lo < p->vm_hi - p->vm_lo || vmstate > 0xffff)
 		return 0;
 	return NUPP_PC_TRACE_MAKE(vmstate, off);
 }
@@ -692,7 +743,7 @@ __noinline int walk_from(struct nupp_proc *p, struct sampler_scratch *sc)
 	/* The leaf's pc, which walk_steps() records with its frame: on trace
 	 * where its code runs, else (--lines) its bytecode. */
 	if (sc->vmstate >= 0)
-		w->pc = trace_pos(p, &sc->regs, sc->vmstate);
+		w->pc = trace_pos(p, sc, sc->vmstate);
 	else if (leaf_pc)
 		leaf_pc_of(p, sc);
 	/* A bounded loop of batches, not bpf_loop(), whose indirect call per
@@ -864,10 +915,13 @@ static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *s
 #define VM_REGS(r, regs) do {							\
 	const struct pt_regs *rg_ = (regs);					\
 	__u64 ip_ = rg_->ip, d_ = rg_->r14, b_ = rg_->dx, rb_ = rg_->bp;	\
-	__u64 pc_ = rg_->bx;							\
+	__u64 pc_ = rg_->bx, sp_;						\
 	asm volatile("" : "+r"(ip_), "+r"(d_), "+r"(b_), "+r"(pc_), "+r"(rb_));	\
 	(r) = (struct vm_regs){ .ip = ip_, .dispatch = d_, .base = b_, .pc = pc_,	\
 				.rbp = rb_ };					\
+	sp_ = rg_->sp;								\
+	asm volatile("" : "+r"(sp_));						\
+	(r).sp = sp_;								\
 } while (0)
 
 /* This CPU's scratch, where a sample of task starts: its ids. */

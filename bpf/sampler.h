@@ -193,6 +193,9 @@ struct nupp_stack_slot {
 					 * or executed another program: above
 					 * every pid, so it matches none */
 
+#define NUPP_CODE_RANGES	8	/* nupp_proc.code: files' code mappings */
+#define NUPP_RET_SCAN	64	/* words at rsp searched for the return into a
+				 * trace of a C helper it called */
 #define NUPP_BLK	256	/* bytes of a lua_State read at once */
 #define NUPP_GG_BLK	1024	/* bytes of a GG_State read at once */
 
@@ -207,6 +210,10 @@ struct nupp_proc {
 				 * each GC cycle's atomic phase; 0: no caches */
 	__u64 zone_cur;		/* address of the target's u32 current zone id, 0 none */
 	__u64 vm_lo, vm_hi;	/* interpreter code range (lj_vm_asm_begin..) */
+	struct nupp_code_range {	/* the files' code near it (LuaJIT's C code,
+					 * the C library...): not trace code; hi 0 ends */
+		__u64 lo, hi;
+	} code[NUPP_CODE_RANGES];
 	__u32 gg_blk, gg_len;	/* the fields of the main lua_State and the
 				 * global_State the sampler needs lie in
 				 * [GG + gg_blk, + gg_len), gg_len <= NUPP_GG_BLK */

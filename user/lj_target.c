@@ -320,6 +320,46 @@ __u64 lj_target__code_digest(pid_t pid)
 	return h;
 }
 
+/* How far range [lo, hi) is from a. */
+static __u64 distance(__u64 a, __u64 lo, __u64 hi)
+{
+	return a < lo ? lo - a : a >= hi ? a - hi + 1 : 0;
+}
+
+int lj_target__code_near(pid_t pid, __u64 a, __u64 *lo, __u64 *hi, int n)
+{
+	FILE *f = procmem__maps_open(pid);
+	struct proc_mapping m;
+	int k = 0;
+
+	while (f && procmem__maps_next(f, &m)) {
+		int far = 0;
+
+		if (!maps_code(&m) || distance(a, m.start, m.end) >= 1ULL << 31)
+			continue;
+		if (k && hi[k - 1] == m.start) {	/* one file's, or neighbours */
+			hi[k - 1] = m.end;
+			continue;
+		}
+		if (k < n) {
+			lo[k] = m.start;
+			hi[k++] = m.end;
+			continue;
+		}
+		/* Full: the new one takes the place of the farthest if nearer. */
+		for (int i = 1; i < k; i++)
+			if (distance(a, lo[i], hi[i]) > distance(a, lo[far], hi[far]))
+				far = i;
+		if (distance(a, m.start, m.end) < distance(a, lo[far], hi[far])) {
+			lo[far] = m.start;
+			hi[far] = m.end;
+		}
+	}
+	if (f)
+		fclose(f);
+	return k;
+}
+
 int lj_target__open(struct lj_target *t, pid_t pid, char *err, size_t errsz)
 {
 	int ret = lj_target__identify(t, pid, err, errsz), found;

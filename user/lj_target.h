@@ -73,6 +73,11 @@ __u64 lj_target__file_offset(const struct lj_target *t, __u64 vaddr);
  * process again only then. */
 __u64 lj_target__code_digest(pid_t pid);
 
+/* The files' code mappings of process pid within +-2 GiB of address a
+ * (where LuaJIT puts trace code), adjacent ones merged, up to n of them
+ * into lo[], hi[]: the nearest to a when there are more. How many. */
+int lj_target__code_near(pid_t pid, __u64 a, __u64 *lo, __u64 *hi, int n);
+
 /* Rescan the process for global_States (new VMs); returns how many. A
  * derived build's layout candidates are tried in turn, and the first whose
  * every field checks out in a VM is adopted. */

@@ -439,6 +439,8 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 		lj->gg_g + lj->g_vmstate, lj->gg_g + lj->g_cur_L, lj->gg_g + lj->g_jit_base,
 	};
 	__u32 gg_blk, gg_len, L_blk, L_len;
+	__u64 code_lo[NUPP_CODE_RANGES], code_hi[NUPP_CODE_RANGES];
+	int ncode;
 	struct target *tg;
 
 	/* The sampler reads these fields in one block each. */
@@ -465,6 +467,7 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 	tg->slot = s->ntargets;
 	tg->t = t;
 	tg->pid = t->pid;
+	ncode = lj_target__code_near(t->pid, t->vm_lo, code_lo, code_hi, NUPP_CODE_RANGES);
 	tg->proc = (struct nupp_proc){
 		.lj = t->layout,
 		.gg_blk = gg_blk,
@@ -479,6 +482,8 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 		.slot = s->ntargets,
 		.zone_cur = z ? zones__current_addr(z) : 0,
 	};
+	for (int i = 0; i < ncode; i++)
+		tg->proc.code[i] = (struct nupp_code_range){ code_lo[i], code_hi[i] };
 	tg->zones = z;
 	tg->sym = symbolizer__new(lj_target__build(t), (struct mem_reader){ target_mem_read, tg });
 	tg->code = codemap__new(t->pid);

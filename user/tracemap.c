@@ -97,6 +97,7 @@ struct tm_vm {
 	__u64 g;
 	struct tm_trace **by_no;
 	size_t cap;
+	__u64 scanned;			/* tracemap.poll + 1 when all were read */
 };
 
 struct tracemap *tracemap__new(const struct lj_build *b, struct mem_reader mem, __u64 vm_lo)
@@ -260,21 +261,31 @@ static __u16 u16_at(const __u8 *p, __u32 off)
 
 /* Trace n of the VM g as J->trace[n] holds it now, its header into hdr;
  * 0 when there is none. */
+/* VM g's J->trace array and J->sizetrace; -1 when unreadable. */
+static int trace_array(struct tracemap *tm, __u64 g, __u64 *arr, __u32 *size)
+{
+	const struct lj_layout *lj = tm->lj;
+	__u64 J = g - lj->gg_g + lj->gg_j;
+	__u32 lo = lj->J_trace < lj->J_sizetrace ? lj->J_trace : lj->J_sizetrace;
+	__u8 jb[64];
+
+	/* J->trace and J->sizetrace in one read (they are neighbours). */
+	if (!lj->gg_j || lj->J_trace + 8 - lo > sizeof(jb) ||
+	    lj->J_sizetrace + 4 - lo > sizeof(jb) || rd(tm, jb, sizeof(jb), J + lo))
+		return -1;
+	*size = u32_at(jb, lj->J_sizetrace - lo);
+	*arr = u64_at(jb, lj->J_trace - lo);
+	return *size > TRACENO_MAX ? -1 : 0;
+}
+
 static __u64 trace_ptr(struct tracemap *tm, __u64 g, __u32 n, __u8 *hdr)
 {
 	const struct lj_layout *lj = tm->lj;
-	__u64 J = g - lj->gg_g + lj->gg_j, arr, T;
-	__u32 lo = lj->J_trace < lj->J_sizetrace ? lj->J_trace : lj->J_sizetrace;
-	__u8 jb[64];
+	__u64 arr, T;
 	__u32 size;
 
-	/* J->trace and J->sizetrace in one read (they are neighbours). */
-	if (!lj->gg_j || !n || lj->J_trace + 8 - lo > sizeof(jb) ||
-	    lj->J_sizetrace + 4 - lo > sizeof(jb) || rd(tm, jb, sizeof(jb), J + lo))
-		return 0;
-	size = u32_at(jb, lj->J_sizetrace - lo);
-	arr = u64_at(jb, lj->J_trace - lo);
-	if (n >= size || size > TRACENO_MAX || rd(tm, &T, 8, arr + 8 * (__u64)n))
+	if (!n || trace_array(tm, g, &arr, &size) || n >= size ||
+	    rd(tm, &T, 8, arr + 8 * (__u64)n))
 		return 0;
 	T &= LJ_GCVMASK;
 	if (!T || rd(tm, hdr, lj->tr_size, T) || hdr[lj->gc_gct] != LJ_GCT_TRACE ||
@@ -376,6 +387,47 @@ static struct tm_trace *trace_get(struct tracemap *tm, __u64 g, __u32 n, int *er
 	tm->bytes += tr->bytes;
 	tm->ntraces++;
 	return tr;
+}
+
+/* The trace of VM g whose code holds ip, when the trace the sample named
+ * does not: g->vmstate still names the trace that jumped into it (fib's
+ * recursive traces do so some 5 % of the time). Sought among the traces
+ * kept, then, at most once a poll and VM, among all of the VM's traces,
+ * which are kept from then on. NULL when none holds it (exit stubs). */
+static struct tm_trace *trace_holding(struct tracemap *tm, __u64 g, __u64 ip, int *err)
+{
+	struct tm_vm *vm = vm_of(tm, g);
+	struct tm_trace *tr;
+	__u64 arr;
+	__u32 size;
+
+	*err = 0;
+	if (!vm) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t n = 1; n < vm->cap; n++) {
+			tr = vm->by_no[n];
+			if (!tr || ip < tr->mcode || ip >= tr->mcode + tr->szmcode)
+				continue;
+			/* Still that trace? (vm_of may move vm: look it up again) */
+			tr = trace_get(tm, g, n, err);
+			if (tr && ip >= tr->mcode && ip < tr->mcode + tr->szmcode)
+				return tr;
+			if (*err || !(vm = vm_of(tm, g)))
+				return NULL;
+		}
+		if (pass || vm->scanned == tm->poll + 1 || trace_array(tm, g, &arr, &size))
+			break;
+		vm->scanned = tm->poll + 1;
+		for (__u32 n = 1; n < size; n++)
+			if (!trace_get(tm, g, n, err) && *err)
+				return NULL;
+		if (!(vm = vm_of(tm, g)))
+			return NULL;
+	}
+	return NULL;
 }
 
 /* The snapshot whose code holds offset ofs: the last one starting at or
@@ -727,8 +779,8 @@ int tracemap__expand(struct tracemap *tm, __u64 g, const struct nupp_frame *in, 
 	tr = trace_get(tm, g, NUPP_PC_TRACENO(in[0].pc), &err);
 	if (!tr)
 		return err ? err : TRACEMAP_UNMAPPED;
-	if (ip < tr->mcode || ip >= tr->mcode + tr->szmcode)
-		return TRACEMAP_UNMAPPED;	/* in code the trace called, or another trace */
+	if ((ip < tr->mcode || ip >= tr->mcode + tr->szmcode) && !(tr = trace_holding(tm, g, ip, &err)))
+		return err ? err : TRACEMAP_UNMAPPED;	/* code the trace called, exit stubs */
 	i = snap_at(tm, tr, (__u32)(ip - tr->mcode));
 	ch = &tr->chains[i];
 	if (!ch->state && (err = chain_resolve(tm, tr, i, ch)))
