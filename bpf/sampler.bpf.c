@@ -639,17 +639,20 @@ __noinline int trace_return(const struct nupp_proc *p, struct sampler_scratch *s
 /* The leaf's pc on trace (NUPP_PC_TRACE in bpf/sampler.h): the trace and
  * where its code was interrupted, for userspace to map through the trace's
  * snapshots. 0 (nothing to map) for an address in the interpreter (the
- * exit handler) or too far from it to be trace code. In a file's code,
- * C code the trace called: where the trace called it (trace_return). */
+ * exit handler). In a file's code, or too far from the interpreter to be
+ * trace code: C code the trace called, and the position is where the
+ * trace called it (trace_return), else 0. */
 static __always_inline __u64 trace_pos(const struct nupp_proc *p, struct sampler_scratch *sc,
 				       __s32 vmstate)
 {
 	__u64 ip = sc->regs.ip;
-	__s64 off;
+	__s64 off = (__s64)(ip - p->vm_lo);
 
-	if (ip - p->vm_lo >= p->vm_hi - p->vm_lo && in_file_code(p, ip) && trace_return(p, sc))
+	if (ip - p->vm_lo >= p->vm_hi - p->vm_lo && (off != (__s32)off || in_file_code(p, ip)) &&
+	    trace_return(p, sc)) {
 		ip = sc->stack_top[0];
-	off = (__s64)(ip - p->vm_lo);
+		off = (__s64)(ip - p->vm_lo);
+	}
 	if (off != (__s32)off || ip - p->vm_lo < p->vm_hi - p->vm_lo || vmstate > 0xffff)
 		return 0;
 	return NUPP_PC_TRACE_MAKE(vmstate, off);

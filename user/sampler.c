@@ -588,6 +588,27 @@ int sampler__set_zones(struct sampler *s, const struct lj_target *t, struct zone
 	return 0;
 }
 
+/* The files' code near the interpreter, into the target's entry (see
+ * nupp_proc.code). */
+static void set_code_ranges(struct sampler *s, struct target *tg)
+{
+	__u64 lo[NUPP_CODE_RANGES], hi[NUPP_CODE_RANGES];
+	int n = lj_target__code_near(tg->pid, tg->t->vm_lo, lo, hi, NUPP_CODE_RANGES);
+
+	for (int i = 0; i < NUPP_CODE_RANGES; i++) {
+		SET_LIVE(s, tg, code[i].lo, i < n ? lo[i] : 0);
+		SET_LIVE(s, tg, code[i].hi, i < n ? hi[i] : 0);
+	}
+}
+
+void sampler__refresh_code(struct sampler *s, const struct lj_target *t)
+{
+	struct target *tg = target_of(s, t->pid);
+
+	if (tg)
+		set_code_ranges(s, tg);
+}
+
 void sampler__pause(struct sampler *s, bool paused)
 {
 	s->skel->bss->paused = paused;

@@ -95,6 +95,11 @@ bool sampler__target_execed(struct sampler *s, pid_t pid);
  * zone path open in it; z stays the caller's. 0 or -errno. */
 int sampler__set_zones(struct sampler *s, const struct lj_target *t, struct zones *z);
 
+/* Read again which files' code lies near the target's interpreter: the
+ * libraries a program maps after the attach (a launched one's C library),
+ * whose code is no trace's (nupp_proc.code). */
+void sampler__refresh_code(struct sampler *s, const struct lj_target *t);
+
 /* Suspend or resume recording; the timer keeps firing. */
 void sampler__pause(struct sampler *s, bool paused);
 

@@ -256,8 +256,11 @@ static int attach_target(struct run *r, struct place *pl, bool final)
 	if (r->sampler && sampler__add_target(r->sampler, t, pl->zones, r->err, sizeof(r->err)))
 		goto fail;
 	pl->attached = true;
-	if (!procmem__stat(pl->pid, &st))
+	if (!procmem__stat(pl->pid, &st)) {
 		pl->cpu_attached = pl->cpu_seen = st.cpu_ticks;
+		pl->code_vsize = st.vsize;
+	}
+	pl->attached_at = monotonic_s();
 	r->young |= r->launched.child || place_young(pl);
 	return 1;
 fail:
@@ -398,6 +401,19 @@ static bool zones_maybe_loaded(struct place *pl, const struct proc_stat *st)
 }
 
 /* Hand a zone module found in pl's process to both channels. */
+/* Whether a process profiled for less than 5 s changed its mappings since
+ * its code was last looked for: a launched program maps its libraries
+ * after the attach (the sampler must know their code is no trace's). Not
+ * later: a server's heap changes its size all the time, and reading its
+ * maps costs ~0.15 ms. */
+static bool code_maybe_loaded(struct place *pl, const struct proc_stat *st)
+{
+	if (st->vsize == pl->code_vsize || monotonic_s() - pl->attached_at > 5)
+		return false;
+	pl->code_vsize = st->vsize;
+	return true;
+}
+
 static void refresh_zones(struct run *r, struct place *pl)
 {
 	struct zones *z = pl->zones;
@@ -636,6 +652,8 @@ static int check_targets(struct run *r, unsigned tick)
 		}
 		if (pl->attached && zones_maybe_loaded(pl, &st))
 			refresh_zones(r, pl);
+		if (pl->attached && r->sampler && code_maybe_loaded(pl, &st))
+			sampler__refresh_code(r->sampler, &pl->t);
 		if (pl->attached)
 			scan_vms(r, pl, tick);
 		/* A child that never loads LuaJIT does not keep a -p session on. */

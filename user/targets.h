@@ -35,6 +35,8 @@ struct place {
 	bool attached;
 	unsigned long long cpu_attached;	/* its CPU time (clock ticks) at the attach, */
 	unsigned long long cpu_seen;	/* and at the last poll that found it alive */
+	double attached_at;		/* when (CLOCK_MONOTONIC, s) */
+	unsigned long code_vsize;	/* its size when its code was last looked for */
 	unsigned fast_scans;		/* VM scans made a millisecond apart */
 	unsigned next_scan;		/* tick of the next VM scan after those, */
 	unsigned scan_every;		/* ticks after the last one */
