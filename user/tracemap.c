@@ -97,7 +97,6 @@ struct tm_vm {
 	__u64 g;
 	struct tm_trace **by_no;
 	size_t cap;
-	__u64 scanned;			/* tracemap.poll + 1 when all were read */
 };
 
 struct tracemap *tracemap__new(const struct lj_build *b, struct mem_reader mem, __u64 vm_lo)
@@ -387,47 +386,6 @@ static struct tm_trace *trace_get(struct tracemap *tm, __u64 g, __u32 n, int *er
 	tm->bytes += tr->bytes;
 	tm->ntraces++;
 	return tr;
-}
-
-/* The trace of VM g whose code holds ip, when the trace the sample named
- * does not: g->vmstate still names the trace that jumped into it (fib's
- * recursive traces do so some 5 % of the time). Sought among the traces
- * kept, then, at most once a poll and VM, among all of the VM's traces,
- * which are kept from then on. NULL when none holds it (exit stubs). */
-static struct tm_trace *trace_holding(struct tracemap *tm, __u64 g, __u64 ip, int *err)
-{
-	struct tm_vm *vm = vm_of(tm, g);
-	struct tm_trace *tr;
-	__u64 arr;
-	__u32 size;
-
-	*err = 0;
-	if (!vm) {
-		*err = -ENOMEM;
-		return NULL;
-	}
-	for (int pass = 0; pass < 2; pass++) {
-		for (size_t n = 1; n < vm->cap; n++) {
-			tr = vm->by_no[n];
-			if (!tr || ip < tr->mcode || ip >= tr->mcode + tr->szmcode)
-				continue;
-			/* Still that trace? (vm_of may move vm: look it up again) */
-			tr = trace_get(tm, g, n, err);
-			if (tr && ip >= tr->mcode && ip < tr->mcode + tr->szmcode)
-				return tr;
-			if (*err || !(vm = vm_of(tm, g)))
-				return NULL;
-		}
-		if (pass || vm->scanned == tm->poll + 1 || trace_array(tm, g, &arr, &size))
-			break;
-		vm->scanned = tm->poll + 1;
-		for (__u32 n = 1; n < size; n++)
-			if (!trace_get(tm, g, n, err) && *err)
-				return NULL;
-		if (!(vm = vm_of(tm, g)))
-			return NULL;
-	}
-	return NULL;
 }
 
 /* The snapshot whose code holds offset ofs: the last one starting at or
@@ -779,8 +737,11 @@ int tracemap__expand(struct tracemap *tm, __u64 g, const struct nupp_frame *in, 
 	tr = trace_get(tm, g, NUPP_PC_TRACENO(in[0].pc), &err);
 	if (!tr)
 		return err ? err : TRACEMAP_UNMAPPED;
-	if ((ip < tr->mcode || ip >= tr->mcode + tr->szmcode) && !(tr = trace_holding(tm, g, ip, &err)))
-		return err ? err : TRACEMAP_UNMAPPED;	/* code the trace called, exit stubs */
+	/* In code the trace called and no return into it was found, in exit
+	 * stubs, or in another trace (g->vmstate can still name the trace
+	 * that jumped there, whose frames the walk may not have). */
+	if (ip < tr->mcode || ip >= tr->mcode + tr->szmcode)
+		return TRACEMAP_UNMAPPED;
 	i = snap_at(tm, tr, (__u32)(ip - tr->mcode));
 	ch = &tr->chains[i];
 	if (!ch->state && (err = chain_resolve(tm, tr, i, ch)))

@@ -918,11 +918,14 @@ def test_target_gone_is_counted(nupp):
     assert unknown <= counted, \
         f"{unknown} samples have [unknown] frames but the summary counts {counted} " \
         f"unresolved:\n{run.output.read_text()}{run.stderr}"
-    work = share(run.rows, lambda f: f[-1] == "finale.lua:work")
-    fin = share(run.rows, lambda f: f[-1] == "finale.lua:finale")
+    # work() and finale() with the os.clock calls of their loops (1-3 % of
+    # their samples: a system call every 20,000 interpreted iterations,
+    # dearer on a loaded host); the rest is luajit's start and exit (~1 %).
+    work = share(run.rows, lambda f: "finale.lua:work" in f)
+    fin = share(run.rows, lambda f: "finale.lua:finale" in f)
     assert fin >= 0.05, f"finale() has {100 * fin:.1f} % of the samples (ran ~9 %):\n" \
                         f"{run.output.read_text()}"
-    assert work + fin >= 0.97
+    assert work + fin >= 0.97, run.output.read_text()
 
 
 def test_names_outlive_the_process(nupp, target, tmp_path):
