@@ -8,7 +8,8 @@ A NODEID is what pytest takes (tests/sampler/test_sampler.py::test_x, with
 busy loop per CPU competes for the machine (the load a sampled test must
 stand: a CI host shared with other jobs). Prints a Markdown table, a row per
 test: runs, failures, and the first line of each distinct failure, for
-docs/testing.md. Exits 1 when any run failed. As root, like `make test`.
+docs/testing.md; a failed run's whole output goes to build/census/. Exits
+1 when any run failed. As root, like `make test`.
 """
 import argparse
 import os
@@ -18,6 +19,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTEST = ["/usr/bin/python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"]
+LOGS = os.path.join(ROOT, "build", "census")	# a failed run's whole output
 
 
 def busy_loops():
@@ -38,15 +40,19 @@ def main():
     ap.add_argument("--no-busy", action="store_true")
     ap.add_argument("nodeids", nargs="+")
     a = ap.parse_args()
+    os.makedirs(LOGS, exist_ok=True)
     loops = [] if a.no_busy else busy_loops()
     rows, bad = [], 0
     try:
         for node in a.nodeids:
             fails, t0 = [], time.monotonic()
-            for _ in range(a.runs):
+            for i in range(a.runs):
                 p = subprocess.run(PYTEST + [node], cwd=ROOT, capture_output=True, text=True)
                 if p.returncode:
                     fails.append(first_error(p.stdout))
+                    log = os.path.join(LOGS, node.replace("/", "_").replace(":", "_") + f".{i}.log")
+                    with open(log, "w") as f:
+                        f.write(p.stdout + p.stderr)
             bad += len(fails)
             rows.append((node, a.runs, fails, time.monotonic() - t0))
             print(f"{node}: {len(fails)} of {a.runs} failed", file=sys.stderr, flush=True)

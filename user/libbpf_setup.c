@@ -110,9 +110,12 @@ int libbpf_setup__learn_pid_view(const struct bpf_program *prog, const unsigned 
 {
 	LIBBPF_OPTS(bpf_test_run_opts, run);
 
-	if (bpf_prog_test_run_opts(bpf_program__fd(prog), &run) || !*learned) {
-		snprintf(err, errsz, "cannot learn nupp-bpf's own PID namespace: %s",
-			 *learned ? "" : errno ? strerror(errno) : "the kernel did not run the program");
+	if (bpf_prog_test_run_opts(bpf_program__fd(prog), &run)) {
+		snprintf(err, errsz, "cannot learn nupp-bpf's own PID namespace: %s", strerror(errno));
+		return -1;
+	}
+	if (!*learned) {
+		snprintf(err, errsz, "cannot learn nupp-bpf's own PID namespace: its task has no pid");
 		return -1;
 	}
 	return 0;

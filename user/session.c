@@ -400,7 +400,6 @@ static bool zones_maybe_loaded(struct place *pl, const struct proc_stat *st)
 	return true;
 }
 
-/* Hand a zone module found in pl's process to both channels. */
 /* Whether a process profiled for less than 5 s changed its mappings since
  * its code was last looked for: a launched program maps its libraries
  * after the attach (the sampler must know their code is no trace's). Not
@@ -414,6 +413,7 @@ static bool code_maybe_loaded(struct place *pl, const struct proc_stat *st)
 	return true;
 }
 
+/* Hand a zone module found in pl's process to both channels. */
 static void refresh_zones(struct run *r, struct place *pl)
 {
 	struct zones *z = pl->zones;

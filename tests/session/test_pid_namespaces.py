@@ -120,12 +120,16 @@ def test_attach_across_namespaces(privileged, tmp_path, way):
         inner = " ".join(target)
         if way == "target-nested":
             inner = " ".join(UNSHARE) + " " + inner
+        # The namespace ends with its first process, sh, and its target
+        # with it: sh waits for the test to close its input before it
+        # exits, so that the target's CPU time is read while it runs.
         script = (f"{inner} >/dev/null & sleep 0.3; "
-                  f"P=$(pgrep -n -x luajit); {' '.join(nupp)} -p $P")
+                  f"P=$(pgrep -n -x luajit); {' '.join(nupp)} -p $P; s=$?; cat >/dev/null; exit $s")
         argv = [*UNSHARE, "sh", "-c", script]
         holder = None
     wait_for_teardowns()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
     err, cpu0, host = [], None, None
     try:
         for line in p.stderr:
@@ -136,6 +140,7 @@ def test_attach_across_namespaces(privileged, tmp_path, way):
             if re.match(r"^nupp-bpf: [\d.]+ s, \d+ samples", line):
                 cpu = cpu_seconds(host) - cpu0
                 break
+        p.stdin.close()
         err.append(p.stderr.read())
         p.wait(timeout=60)
     finally:
