@@ -18,30 +18,15 @@ a probability under 1e-30, so only a lost sample fails them, never chance.
 import os
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from helpers import (NUPP, ROOT, STOCK_LUAJIT, cpu_seconds, frames, parse_collapsed,
-                     parse_truth, wait_for, wait_for_teardowns, workload, MIXED)
+from helpers import (FNEW, FNEW_SITES, MIXED, NUPP, ROOT, STOCK_LUAJIT, cpu_seconds, frames,
+                     parse_collapsed, parse_truth, read_csv, wait_for_teardowns, workload)
 
 FREQ = 997
 UNSHARE = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
-FNEW = ROOT / "tests" / "fixtures" / "aborts" / "nyi_fnew.lua"
-# nyi_fnew.lua's sites, as tests/trace/test_trace_cli.py has them.
-FNEW_SITES = [
-    ["blacklist", "1", "NYI: bytecode FNEW", "trace.nyi-bytecode.FNEW", "blocker",
-     "NYI: bytecode 51", "nyi_fnew.lua:4", ""],
-    ["warn", "10", "NYI: bytecode FNEW", "trace.nyi-bytecode.FNEW", "blocker",
-     "NYI: bytecode 51", "nyi_fnew.lua:4", ""],
-]
-
-
-def read_csv(path):
-    import csv
-    with open(path, newline="") as f:
-        return list(csv.reader(f))
 
 
 def run(argv, **kw):
