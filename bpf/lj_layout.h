@@ -36,6 +36,7 @@
 /* GC object types as an object's gct byte holds them (~LJ_T*, lj_obj.h),
  * the same in every LuaJIT 2.1. */
 #define LJ_GCT_STR	4
+#define LJ_GCT_UPVAL	5
 #define LJ_GCT_THREAD	6
 #define LJ_GCT_PROTO	7
 #define LJ_GCT_FUNC	8

@@ -20,6 +20,7 @@ $(UNIT_DIR)/test_%.o: tests/unit/test_%.c $(wildcard user/*.h user/*.def bpf/*.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) -I$(LUAJIT_INC) $(CFLAGS) -c $< -o $@
 
+$(UNIT_DIR)/test_bcpath: $(UNIT_DIR)/bcpath.o
 SYMBOLIZE_OBJS := symbolize procmem elf_file cfunc_names codemap
 $(UNIT_DIR)/test_symbolize: $(patsubst %,$(UNIT_DIR)/%.o,$(SYMBOLIZE_OBJS))
 $(UNIT_DIR)/test_code_sites: $(patsubst %,$(UNIT_DIR)/%.o,code_sites elf_file)

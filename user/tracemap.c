@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bcpath.h"
 #include "tracemap.h"
 
 #define REF_BIAS	0x8000u
@@ -47,14 +48,18 @@ struct tm_chain {
 	int state;			/* 0 not resolved yet, 1 resolved, -1 not mappable */
 	int n;
 	struct nupp_frame *frames;	/* n, innermost first: pc | enum nupp_call */
+	__u64 *closures;		/* n: each frame's GCfunc, 0 when no constant */
+	__u64 base_closure;		/* the base frame's, when the trace stored it */
 	__u64 base_pc;			/* the base frame's pc (after its instruction), 0 unknown */
 	__u64 base_fn;			/* its function when the trace replaced it (a tail
 					 * call), else 0: the one in memory */
+	int span_state;			/* 0 not built yet, 1 built, -1 none */
+	struct bcpath span;		/* the bytecodes from this snapshot to the next */
 };
 
 /* A trace as read. Its header fields are checked again at each poll. */
 struct tm_trace {
-	__u64 T, startpc, mcode, snap, snapmap, ir;
+	__u64 T, startpc, startpt, mcode, snap, snapmap, ir;
 	__u32 szmcode, nsnap, nsnapmap, nk, nins, traceno;
 	__u64 checked;			/* tracemap.poll when last checked */
 	__u8 *snaps;			/* the SnapShot array, nsnap * sn_size bytes */
@@ -65,6 +70,9 @@ struct tm_trace {
 	__u64 kbuf_poll;		/* tracemap.poll when read */
 	struct tm_memo *memo;		/* what its constants lead to */
 	int nmemo;
+	struct tm_site *sites;		/* its calls, from every snapshot's frames */
+	int nsites, sites_read;
+	__u64 base_closure;		/* its base frame's GCfunc, when a snapshot holds it */
 	size_t bytes;
 };
 
@@ -77,6 +85,12 @@ struct tm_memo {
 	__u64 v;
 };
 
+/* A Lua call inlined into a trace: the function the frame above the call
+ * runs, by its return address (a trace runs one function per call site). */
+struct tm_site {
+	__u64 ret, fn;
+};
+
 struct tracemap {
 	const struct lj_build *b;
 	const struct lj_layout *lj;
@@ -84,6 +98,9 @@ struct tracemap {
 	__u64 vm_lo;
 	int op_kgc, op_knum;		/* IR opcodes, from the build's irnames */
 	int op_kint64, op_kptr, op_kkptr;	/* the other 64-bit constants */
+	struct bcpath_ops bcops;	/* how the build's bytecodes walk */
+	bool by_snapshot;		/* NUPP_SPANS=snapshot: a span's code all to
+					 * its first snapshot (calibration) */
 	/* Every VM numbers its own traces from 1 (a host's worker threads,
 	 * each with its VM, compile the same loop as trace 1 each): a trace
 	 * is known by its VM and its number. */
@@ -124,6 +141,8 @@ struct tracemap *tracemap__new(const struct lj_build *b, struct mem_reader mem, 
 	tm->lj = lj;
 	tm->mem = mem;
 	tm->vm_lo = vm_lo;
+	bcpath_ops_init(&tm->bcops, b->bcnames, b->nbcnames);
+	tm->by_snapshot = getenv("NUPP_SPANS") && !strcmp(getenv("NUPP_SPANS"), "snapshot");
 	return tm;
 }
 
@@ -131,9 +150,13 @@ static void trace_free(struct tm_trace *tr)
 {
 	if (!tr)
 		return;
-	for (__u32 i = 0; i < tr->nsnap; i++)
+	for (__u32 i = 0; i < tr->nsnap; i++) {
 		free(tr->chains[i].frames);
+		free(tr->chains[i].closures);
+		bcpath_free(&tr->chains[i].span);
+	}
 	free(tr->protos);
+	free(tr->sites);
 	free(tr->kbuf);
 	free(tr->memo);
 	free(tr);
@@ -299,6 +322,7 @@ static void trace_fields(const struct lj_layout *lj, const __u8 *hdr, __u64 T, s
 {
 	tr->T = T;
 	tr->startpc = u64_at(hdr, lj->tr_startpc);
+	tr->startpt = u64_at(hdr, lj->tr_startpt) & LJ_GCVMASK;
 	tr->mcode = u64_at(hdr, lj->tr_mcode);
 	tr->snap = u64_at(hdr, lj->tr_snap);
 	tr->snapmap = u64_at(hdr, lj->tr_snapmap);
@@ -593,6 +617,18 @@ static __u64 slot_fn(struct tracemap *tm, struct tm_trace *tr, const struct slot
 	return fn_by_pc(tm, tr, pc, err);
 }
 
+/* The GCfunc a func slot s holds as a KGC constant, else 0. */
+static __u64 slot_closure(struct tracemap *tm, struct tm_trace *tr, const struct slots *sl, int s)
+{
+	__u64 v;
+	int op;
+
+	if (s < 0 || s >= SLOTS || !sl->set[s] || ir_const(tm, tr, sl->ref[s], &op, &v) ||
+	    op != tm->op_kgc)
+		return 0;
+	return v & LJ_GCVMASK;
+}
+
 /* The frame slot below f by a delta link (frame_prevd), 0 when the delta
  * is none or reaches past the snapshot's slots. */
 static int slot_below(int f, __u64 link)
@@ -617,6 +653,7 @@ static int chain_resolve(struct tracemap *tm, struct tm_trace *tr, __u32 i, stru
 	const __u8 *sn = tr->snaps + (size_t)i * lj->sn_size;
 	__u32 mapofs = u32_at(sn, lj->sn_mapofs), nent = sn[lj->sn_nent];
 	struct nupp_frame frames[NUPP_MAX_DEPTH];
+	__u64 closures[NUPP_MAX_DEPTH];
 	__u32 map[SLOTS + 2];
 	struct slots sl;
 	__u64 pcbase, pc, link;
@@ -652,6 +689,7 @@ static int chain_resolve(struct tracemap *tm, struct tm_trace *tr, __u32 i, stru
 			return err;
 		if (!fn || n == NUPP_MAX_DEPTH)
 			return 0;
+		closures[n] = slot_closure(tm, tr, &sl, f - 1);
 		frames[n++] = (struct nupp_frame){ fn, (pc & ~(__u64)NUPP_CALL_MASK) | call_kind(link) };
 		if ((link & LJ_FRAME_TYPE) == LJ_FRAME_LUA) {
 			/* The CALL before the return address: its base register. */
@@ -684,13 +722,16 @@ static int chain_resolve(struct tracemap *tm, struct tm_trace *tr, __u32 i, stru
 	ch->base_fn = slot_fn(tm, tr, &sl, 0, pc, &err);
 	if (err)
 		return err;
-	if (n && !(ch->frames = malloc(n * sizeof(*frames))))
+	ch->base_closure = slot_closure(tm, tr, &sl, 0);
+	if (n && (!(ch->frames = malloc(n * sizeof(*frames))) ||
+		  !(ch->closures = malloc(n * sizeof(*closures)))))
 		return -ENOMEM;
 	memcpy(ch->frames, frames, n * sizeof(*frames));
+	memcpy(ch->closures, closures, n * sizeof(*closures));
 	ch->n = n;
 	ch->state = 1;
-	tr->bytes += n * sizeof(*frames);
-	tm->bytes += n * sizeof(*frames);
+	tr->bytes += n * (sizeof(*frames) + sizeof(*closures));
+	tm->bytes += n * (sizeof(*frames) + sizeof(*closures));
 	return 0;
 }
 
@@ -717,12 +758,254 @@ static bool chain_in_memory(struct tracemap *tm, const struct tm_chain *ch,
 		 proto_holds(tm, NUPP_FN_VALUE(in[0].fn), ch->base_pc));
 }
 
+/* ---------------------------------------------------------------------------
+ * Spans: the code between two snapshots, placed on the bytecodes it ran
+ */
+
+#define SPAN_PROTOS	8	/* prototypes one span's path reads */
+#define BC_MAX		(1u << 20)	/* instructions of a prototype read */
+
+/* The prototypes read while one span's path is built. */
+struct span_read {
+	struct tracemap *tm;
+	struct tm_trace *tr;
+	int n;
+	struct { __u64 pt; __u32 *bc; __u32 nbc; } protos[SPAN_PROTOS];
+};
+
+/* bcpath_code_fn: a Lua function's bytecode, or (fn 0: the trace's base
+ * frame) that of the trace's start prototype or of a prototype its
+ * constants name, whichever holds pc. */
+static int span_code(void *ctx, __u64 fn, __u64 pc, struct bcpath_code *code)
+{
+	struct span_read *sr = ctx;
+	const struct lj_layout *lj = sr->tm->lj;
+	__u8 hdr[HDR_MAX];
+	__u64 pt;
+	__u32 nbc, *bc;
+	int err = 0;
+
+	if (fn)
+		pt = NUPP_FN_KIND(fn) == NUPP_FN_LUA ? NUPP_FN_VALUE(fn) : 0;
+	else if (sr->tr->startpt && proto_holds(sr->tm, sr->tr->startpt, pc))
+		pt = sr->tr->startpt;
+	else
+		pt = NUPP_FN_VALUE(fn_by_pc(sr->tm, sr->tr, pc, &err));
+	if (!pt || err)
+		return -1;
+	for (int i = 0; i < sr->n; i++)
+		if (sr->protos[i].pt == pt) {
+			*code = (struct bcpath_code){ sr->protos[i].bc, sr->protos[i].nbc,
+						      pt + lj->pt_size };
+			return 0;
+		}
+	if (sr->n == SPAN_PROTOS || rd(sr->tm, hdr, lj->pt_size, pt) ||
+	    hdr[lj->gc_gct] != LJ_GCT_PROTO)
+		return -1;
+	nbc = u32_at(hdr, lj->pt_sizebc);
+	if (!nbc || nbc > BC_MAX || !(bc = malloc(4 * (size_t)nbc)))
+		return -1;
+	if (rd(sr->tm, bc, 4 * (size_t)nbc, pt + lj->pt_size)) {
+		free(bc);
+		return -1;
+	}
+	sr->protos[sr->n].pt = pt;
+	sr->protos[sr->n].bc = bc;
+	sr->protos[sr->n++].nbc = nbc;
+	*code = (struct bcpath_code){ bc, nbc, pt + lj->pt_size };
+	return 0;
+}
+
+static int chain_levels(const struct tm_chain *ch, struct bcpath_level *lv);
+
+/* tr's call sites (struct tm_site), from the frames of all its snapshots,
+ * read once. 0 or -ENOMEM. */
+static int trace_sites(struct tracemap *tm, struct tm_trace *tr)
+{
+	struct bcpath_level lv[NUPP_MAX_DEPTH + 1];
+	int err;
+
+	if (tr->sites_read)
+		return 0;
+	tr->sites_read = 1;
+	for (__u32 i = 0; i < tr->nsnap; i++) {
+		struct tm_chain *ch = &tr->chains[i];
+		int n;
+
+		if (!ch->state && (err = chain_resolve(tm, tr, i, ch)))
+			return err;
+		if (ch->state < 0)
+			continue;
+		if (!tr->base_closure)
+			tr->base_closure = ch->base_closure;
+		n = chain_levels(ch, lv);
+		for (int k = 0; k + 1 < n; k++) {
+			__u64 ret = lv[k].pc & ~(__u64)NUPP_CALL_MASK;
+			struct tm_site *more;
+			int s;
+
+			if ((lv[k + 1].pc & NUPP_CALL_MASK) != NUPP_CALL_LUA || !ret)
+				continue;
+			for (s = 0; s < tr->nsites && tr->sites[s].ret != ret; s++)
+				;
+			if (s < tr->nsites)
+				continue;
+			if (!(more = realloc(tr->sites, (tr->nsites + 1) * sizeof(*more))))
+				return -ENOMEM;
+			tr->sites = more;
+			tr->sites[tr->nsites++] = (struct tm_site){ ret, lv[k + 1].fn };
+			tr->bytes += sizeof(*more);
+			tm->bytes += sizeof(*more);
+		}
+	}
+	return 0;
+}
+
+/* The Lua function upvalue uv of the closure fn holds, when it is one of
+ * the functions tr holds as constants (a constified upvalue: rec_upvalue).
+ * GCfuncL's upvalue pointers follow its pc (lj_obj.h: GCfuncHeader ends in
+ * MRef pc, then GCRef uvptr[]); GCupval (GC64) keeps closed/immutable
+ * after its header, the value at 16 and MRef v at 32, v pointing at the
+ * value when closed. Each is checked as read: the upvalue's type, a closed
+ * one's v pointing into itself, the value's function tag, and the function
+ * among the trace's constants. 0 or -1. */
+#define UV_TV		16
+#define UV_V		32
+#define TV_FUNC_TAG	0x1fff7ULL	/* GC64 itype of LJ_TFUNC (~8u), bits 47..63 */
+static int upvalue_fn(struct tracemap *tm, struct tm_trace *tr, __u64 fn, int uv,
+		      struct bcpath_level *out)
+{
+	const struct lj_layout *lj = tm->lj;
+	__u8 hdr[FN_HDR], up[UV_V + 8];
+	__u64 uvo, tv, id;
+	int err = 0;
+
+	if (!fn || uv < 0 || lj->fn_ffid + 1 >= FN_HDR || rd(tm, hdr, FN_HDR, fn) ||
+	    hdr[lj->gc_gct] != LJ_GCT_FUNC || hdr[lj->fn_ffid] != 0 || uv >= hdr[lj->fn_ffid + 1] ||
+	    rd(tm, &uvo, 8, fn + lj->fn_pc + 8 + 8 * (__u64)uv))
+		return -1;
+	uvo &= LJ_GCVMASK;
+	if (rd(tm, up, sizeof(up), uvo) || up[lj->gc_gct] != LJ_GCT_UPVAL)
+		return -1;
+	if (up[lj->gc_gct + 1] && u64_at(up, UV_V) != uvo + UV_TV)
+		return -1;
+	if (rd(tm, &tv, 8, u64_at(up, UV_V)) || tv >> 47 != TV_FUNC_TAG)
+		return -1;
+	id = fn_identity(tm, tv & LJ_GCVMASK);
+	if (NUPP_FN_KIND(id) != NUPP_FN_LUA || (err = trace_protos(tm, tr)))
+		return -1;
+	for (int i = 0; i < tr->nprotos; i++)
+		if (tr->protos[i] == NUPP_FN_VALUE(id)) {
+			*out = (struct bcpath_level){ id, 0, tv & LJ_GCVMASK };
+			return 0;
+		}
+	return -1;
+}
+
+/* bcpath's callee reader: the function another snapshot of the trace
+ * shows called from the same place, else the one the caller's upvalue
+ * holds (the caller's closure as a constant of the trace: its func slot's,
+ * or for the base frame any snapshot's). */
+static int span_callee(void *ctx, const struct bcpath_level *caller, __u64 ret, int uv,
+		       struct bcpath_level *callee)
+{
+	struct span_read *sr = ctx;
+	struct tm_trace *tr = sr->tr;
+	__u64 closure = caller->closure;
+
+	for (int s = 0; s < tr->nsites; s++)
+		if (tr->sites[s].ret == ret) {
+			*callee = (struct bcpath_level){ tr->sites[s].fn, 0, 0 };
+			return 0;
+		}
+	if (!closure && tr->base_closure) {
+		__u64 id = fn_identity(sr->tm, tr->base_closure);
+
+		if (caller->fn ? caller->fn == id :
+		    NUPP_FN_KIND(id) == NUPP_FN_LUA &&
+		    proto_holds(sr->tm, NUPP_FN_VALUE(id), caller->pc & ~(__u64)NUPP_CALL_MASK))
+			closure = tr->base_closure;
+	}
+	return upvalue_fn(sr->tm, tr, closure, uv, callee);
+}
+
+/* A chain's frames as bcpath levels, the base frame first. */
+static int chain_levels(const struct tm_chain *ch, struct bcpath_level *lv)
+{
+	int n = 0;
+
+	lv[n++] = (struct bcpath_level){ ch->base_fn, ch->base_pc, ch->base_closure };
+	for (int k = ch->n - 1; k >= 0; k--)
+		lv[n++] = (struct bcpath_level){ ch->frames[k].fn, ch->frames[k].pc, ch->closures[k] };
+	return n;
+}
+
+/* The path of snapshot i's span to snapshot i + 1 (ch->span), built once;
+ * 0 (ch->span_state says whether there is one) or -ENOMEM. */
+static int span_resolve(struct tracemap *tm, struct tm_trace *tr, __u32 i, struct tm_chain *ch)
+{
+	struct bcpath_level a[NUPP_MAX_DEPTH + 1], b[NUPP_MAX_DEPTH + 1];
+	struct tm_chain *next = &tr->chains[i + 1];
+	struct span_read sr = { .tm = tm, .tr = tr };
+	struct bcpath_reader reader = { span_code, span_callee, &sr };
+	int err;
+
+	ch->span_state = -1;
+	if ((err = trace_sites(tm, tr)))
+		return err;
+	if (next->state < 0)
+		return 0;
+	err = bcpath_build(&ch->span, &tm->bcops, a, chain_levels(ch, a), b,
+			   chain_levels(next, b), &reader);
+	for (int k = 0; k < sr.n; k++)
+		free(sr.protos[k].bc);
+	if (err == -ENOMEM)
+		return err;
+	if (!err) {
+		size_t bytes = ch->span.nsteps * sizeof(*ch->span.steps) +
+			       ch->span.nlevels * sizeof(*ch->span.levels);
+
+		ch->span_state = 1;
+		tr->bytes += bytes;
+		tm->bytes += bytes;
+	}
+	return 0;
+}
+
+/* The frames of a span's step at offset ofs of tr's code, snapshot i's
+ * span, into out (innermost first) as tracemap__expand lays out a chain's:
+ * the frames above the base, then the base with its pc in out[k]. The
+ * number of frames above the base, or -1 when the span has no path. */
+static int span_frames(struct tracemap *tm, struct tm_trace *tr, __u32 i, __u32 ofs,
+		       struct nupp_frame *out, __u64 *base_fn, __u64 *base_pc)
+{
+	const struct tm_chain *ch = &tr->chains[i];
+	__u32 lo = u16_at(tr->snaps + (size_t)i * tm->lj->sn_size, tm->lj->sn_mcofs);
+	__u32 hi = u16_at(tr->snaps + (size_t)(i + 1) * tm->lj->sn_size, tm->lj->sn_mcofs);
+	const struct bcpath_step *st;
+	const struct bcpath_level *lv;
+	int top;
+
+	if (ch->span_state != 1 || hi <= lo || !(st = bcpath_at(&ch->span, ofs - lo, hi - lo)))
+		return -1;
+	lv = ch->span.levels + st->lv;
+	top = st->nlv - 1;
+	/* The step's frame at its pc; those below it at theirs. */
+	for (int k = top; k >= 1; k--)
+		out[top - k] = (struct nupp_frame){
+			lv[k].fn, (k == top ? st->pc : lv[k].pc & ~(__u64)NUPP_CALL_MASK) |
+				  (lv[k].pc & NUPP_CALL_MASK) };
+	*base_fn = lv[0].fn;
+	*base_pc = top ? lv[0].pc : st->pc | (lv[0].pc & NUPP_CALL_MASK);
+	return top;
+}
+
 int tracemap__expand(struct tracemap *tm, __u64 g, const struct nupp_frame *in, int depth,
 		     struct nupp_frame *out, int max, int *n)
 {
 	struct tm_trace *tr;
 	struct tm_chain *ch;
-	__u64 ip;
+	__u64 ip, base_fn, base_pc;
 	__u32 i;
 	int err, k;
 
@@ -755,10 +1038,26 @@ int tracemap__expand(struct tracemap *tm, __u64 g, const struct nupp_frame *in, 
 		out[ch->n].pc = (ch->base_pc & ~(__u64)NUPP_CALL_MASK) | (in[ch->n].pc & NUPP_CALL_MASK);
 		return TRACEMAP_MAPPED;
 	}
-	memcpy(out + ch->n, in, depth * sizeof(*in));
+	base_fn = ch->base_fn;
+	base_pc = ch->base_pc;
 	k = ch->n;
-	out[k].fn = ch->base_fn ? ch->base_fn : in[0].fn;
-	out[k].pc = (ch->base_pc & ~(__u64)NUPP_CALL_MASK) | (in[0].pc & NUPP_CALL_MASK);
+	/* Between this snapshot and the next: the bytecode that ran there. */
+	if (i + 1 < tr->nsnap && !tm->by_snapshot) {
+		if (!ch->span_state && (err = span_resolve(tm, tr, i, ch)))
+			return err;
+		if (ch->span_state > 0) {
+			int top = span_frames(tm, tr, i, (__u32)(ip - tr->mcode), out, &base_fn,
+					      &base_pc);
+
+			if (top >= 0 && top + depth <= max)
+				k = top;
+			else
+				memcpy(out, ch->frames, ch->n * sizeof(*out));
+		}
+	}
+	memcpy(out + k, in, depth * sizeof(*in));
+	out[k].fn = base_fn ? base_fn : in[0].fn;
+	out[k].pc = (base_pc & ~(__u64)NUPP_CALL_MASK) | (in[0].pc & NUPP_CALL_MASK);
 	*n = k + depth;
 	return TRACEMAP_MAPPED;
 }
