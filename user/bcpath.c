@@ -22,6 +22,7 @@
 #define CALL_MASK	3ULL	/* NUPP_CALL_MASK: the low bits of a frame pc */
 
 #define CALL_DEPTH	4	/* callees followed into, one within another */
+#define STEPS_MAX	65536	/* steps of one path, callees and all */
 
 static const char *const free_ops[] = {
 	"MOV", "KSTR", "KCDATA", "KSHORT", "KNUM", "KPRI", "KNIL",
@@ -90,6 +91,8 @@ static int push(struct builder *bd, __u64 pc, __u32 w, int lv, int nlv)
 {
 	struct bcpath *p = bd->p;
 
+	if (p->nsteps == STEPS_MAX)
+		return -1;
 	if (p->nsteps == bd->cap) {
 		int cap = bd->cap ? 2 * bd->cap : 64;
 		struct bcpath_step *more = realloc(p->steps, cap * sizeof(*more));
