@@ -734,8 +734,12 @@ static long symbolize_key(struct sampler *s, const struct nupp_stack_key *k,
 		if (shown > s->max_shown)
 			shown = s->max_shown;
 		/* The keys of a trace's instructions between two snapshots map
-		 * to one stack: render it once. */
+		 * to a few stacks: render each once. Without --lines the leaf's
+		 * pc names nothing (off trace the sampler does not record it):
+		 * the instructions of one frame's bytecode map to one stack. */
 		if (*mapped == TRACEMAP_MAPPED) {
+			if (!s->lines)
+				s->mapped[0].pc &= NUPP_CALL_MASK;
 			size_t n = sizeof(*s->mkey) + depth * sizeof(*s->mapped);
 
 			*s->mkey = (struct mapped_key){ k->pid, k->tid, k->g, k->zone, depth, shown };

@@ -73,6 +73,9 @@ struct tm_trace {
 	struct tm_site *sites;		/* its calls, from every snapshot's frames */
 	int nsites, sites_read;
 	__u64 base_closure;		/* its base frame's GCfunc, when a snapshot holds it */
+	struct tm_proto *code;		/* the bytecode its spans walk, read once (the
+					 * trace holds those prototypes alive) */
+	int ncode;
 	size_t bytes;
 };
 
@@ -107,6 +110,13 @@ struct tracemap {
 	struct tm_vm *vms;
 	size_t nvms, ntraces, bytes;
 	__u64 poll;			/* tracemap__poll() calls */
+};
+
+/* A prototype's bytecode as read (nbc 0: not a prototype when read). */
+struct tm_proto {
+	__u64 pt;
+	__u32 *bc;
+	__u32 nbc;
 };
 
 /* The traces of one VM, by number. */
@@ -157,6 +167,9 @@ static void trace_free(struct tm_trace *tr)
 	}
 	free(tr->protos);
 	free(tr->sites);
+	for (int i = 0; i < tr->ncode; i++)
+		free(tr->code[i].bc);
+	free(tr->code);
 	free(tr->kbuf);
 	free(tr->memo);
 	free(tr);
@@ -174,6 +187,7 @@ void tracemap__flush(struct tracemap *tm)
 	free(tm->vms);
 	tm->vms = NULL;
 	tm->nvms = tm->ntraces = tm->bytes = 0;
+
 }
 
 void tracemap__free(struct tracemap *tm)
@@ -762,64 +776,80 @@ static bool chain_in_memory(struct tracemap *tm, const struct tm_chain *ch,
  * Spans: the code between two snapshots, placed on the bytecodes it ran
  */
 
-#define SPAN_PROTOS	8	/* prototypes one span's path reads */
 #define BC_MAX		(1u << 20)	/* instructions of a prototype read */
 
-/* The prototypes read while one span's path is built. */
+/* What a span's path reads through. */
 struct span_read {
 	struct tracemap *tm;
 	struct tm_trace *tr;
-	int n;
-	struct { __u64 pt; __u32 *bc; __u32 nbc; } protos[SPAN_PROTOS];
 };
 
-/* bcpath_code_fn: a Lua function's bytecode, or (fn 0: the trace's base
- * frame) that of the trace's start prototype or of a prototype its
+/* Prototype pt's bytecode, read once for tr; NULL when it is no prototype
+ * or unreadable (remembered too), or on ENOMEM. */
+static const struct tm_proto *proto_code(struct tracemap *tm, struct tm_trace *tr, __u64 pt)
+{
+	const struct lj_layout *lj = tm->lj;
+	struct tm_proto *p, *more;
+	__u8 hdr[HDR_MAX];
+
+	for (int i = 0; i < tr->ncode; i++)
+		if (tr->code[i].pt == pt)
+			return tr->code[i].nbc ? &tr->code[i] : NULL;
+	if (!(more = realloc(tr->code, (tr->ncode + 1) * sizeof(*more))))
+		return NULL;
+	tr->code = more;
+	p = &tr->code[tr->ncode++];
+	*p = (struct tm_proto){ pt, NULL, 0 };
+	if (rd(tm, hdr, lj->pt_size, pt) || hdr[lj->gc_gct] != LJ_GCT_PROTO)
+		return NULL;
+	p->nbc = u32_at(hdr, lj->pt_sizebc);
+	if (!p->nbc || p->nbc > BC_MAX || !(p->bc = malloc(4 * (size_t)p->nbc)) ||
+	    rd(tm, p->bc, 4 * (size_t)p->nbc, pt + lj->pt_size)) {
+		free(p->bc);
+		p->bc = NULL;
+		p->nbc = 0;
+		return NULL;
+	}
+	tr->bytes += sizeof(*p) + 4 * (size_t)p->nbc;
+	tm->bytes += sizeof(*p) + 4 * (size_t)p->nbc;
+	return p;
+}
+
+/* Does prototype pt's bytecode, as tr read it, hold the instruction before pc? */
+static bool code_holds(struct tracemap *tm, struct tm_trace *tr, __u64 pt, __u64 pc)
+{
+	const struct tm_proto *p = proto_code(tm, tr, pt);
+	__u64 bc = pt + tm->lj->pt_size;
+
+	return p && pc >= bc + 4 && pc <= bc + 4 * (__u64)p->nbc;
+}
+
+/* bcpath's code reader: a Lua function's bytecode, or (fn 0: the trace's
+ * base frame) that of the trace's start prototype or of a prototype its
  * constants name, whichever holds pc. */
 static int span_code(void *ctx, __u64 fn, __u64 pc, struct bcpath_code *code)
 {
 	struct span_read *sr = ctx;
-	const struct lj_layout *lj = sr->tm->lj;
-	__u8 hdr[HDR_MAX];
+	const struct tm_proto *p;
 	__u64 pt;
-	__u32 nbc, *bc;
 	int err = 0;
 
 	if (fn)
 		pt = NUPP_FN_KIND(fn) == NUPP_FN_LUA ? NUPP_FN_VALUE(fn) : 0;
-	else if (sr->tr->startpt && proto_holds(sr->tm, sr->tr->startpt, pc))
+	else if (sr->tr->startpt && code_holds(sr->tm, sr->tr, sr->tr->startpt, pc))
 		pt = sr->tr->startpt;
 	else
 		pt = NUPP_FN_VALUE(fn_by_pc(sr->tm, sr->tr, pc, &err));
-	if (!pt || err)
+	if (!pt || err || !(p = proto_code(sr->tm, sr->tr, pt)))
 		return -1;
-	for (int i = 0; i < sr->n; i++)
-		if (sr->protos[i].pt == pt) {
-			*code = (struct bcpath_code){ sr->protos[i].bc, sr->protos[i].nbc,
-						      pt + lj->pt_size };
-			return 0;
-		}
-	if (sr->n == SPAN_PROTOS || rd(sr->tm, hdr, lj->pt_size, pt) ||
-	    hdr[lj->gc_gct] != LJ_GCT_PROTO)
-		return -1;
-	nbc = u32_at(hdr, lj->pt_sizebc);
-	if (!nbc || nbc > BC_MAX || !(bc = malloc(4 * (size_t)nbc)))
-		return -1;
-	if (rd(sr->tm, bc, 4 * (size_t)nbc, pt + lj->pt_size)) {
-		free(bc);
-		return -1;
-	}
-	sr->protos[sr->n].pt = pt;
-	sr->protos[sr->n].bc = bc;
-	sr->protos[sr->n++].nbc = nbc;
-	*code = (struct bcpath_code){ bc, nbc, pt + lj->pt_size };
+	*code = (struct bcpath_code){ p->bc, p->nbc, pt + sr->tm->lj->pt_size };
 	return 0;
 }
 
 static int chain_levels(const struct tm_chain *ch, struct bcpath_level *lv);
 
 /* tr's call sites (struct tm_site), from the frames of all its snapshots,
- * read once. 0 or -ENOMEM. */
+ * and its base frame's closure, read once. 0 or -ENOMEM. */
 static int trace_sites(struct tracemap *tm, struct tm_trace *tr)
 {
 	struct bcpath_level lv[NUPP_MAX_DEPTH + 1];
@@ -913,6 +943,10 @@ static int span_callee(void *ctx, const struct bcpath_level *caller, __u64 ret, 
 	struct tm_trace *tr = sr->tr;
 	__u64 closure = caller->closure;
 
+	/* Read once a trace's path first meets a call it cannot follow
+	 * otherwise: most never do. */
+	if (trace_sites(sr->tm, tr))
+		return -1;
 	for (int s = 0; s < tr->nsites; s++)
 		if (tr->sites[s].ret == ret) {
 			*callee = (struct bcpath_level){ tr->sites[s].fn, 0, 0 };
@@ -951,14 +985,12 @@ static int span_resolve(struct tracemap *tm, struct tm_trace *tr, __u32 i, struc
 	int err;
 
 	ch->span_state = -1;
-	if ((err = trace_sites(tm, tr)))
+	if (!next->state && (err = chain_resolve(tm, tr, i + 1, next)))
 		return err;
 	if (next->state < 0)
 		return 0;
 	err = bcpath_build(&ch->span, &tm->bcops, a, chain_levels(ch, a), b,
 			   chain_levels(next, b), &reader);
-	for (int k = 0; k < sr.n; k++)
-		free(sr.protos[k].bc);
 	if (err == -ENOMEM)
 		return err;
 	if (!err) {

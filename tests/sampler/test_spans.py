@@ -37,10 +37,11 @@ ALLOWED = {("stitch", "jit"): 10.0, ("intfloat", "jit"): 10.0}
 # Where nupp-bpf, its earlier mapping and LuaJIT's own profiler agree with
 # one another and not with the parts' isolated timing, the truth is what
 # fails: a's table stores overlap b's arithmetic (tables, compiled: every
-# profiler gives a ~40 %, the timing 80-90 %), and the interpreter runs a's
-# builtins slower alone than in the driver (intfloat, -joff: 70 % against
-# 80 %). Measured and published, not asserted.
-NOT_ASSERTED = {("tables", "jit"), ("intfloat", "joff")}
+# profiler gives a ~36 %, the timing 85-90 %; interpreted, the timing's
+# share of loop() itself moved between 6 and 11 % from run to run), and the
+# interpreter runs a's builtins slower alone than in the driver (intfloat,
+# -joff: 70 % against 74-81 %). Measured and published, not asserted.
+NOT_ASSERTED = {("tables", "jit"), ("tables", "joff"), ("intfloat", "joff")}
 CASES = [(shape, build, mode) for shape in SHAPES for build in BUILDS for mode in ("jit", "joff")
          if (shape, mode) not in NOT_ASSERTED]
 
