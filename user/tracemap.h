@@ -12,8 +12,9 @@
  * before it (snap[i].mcofs, as lj_trace_unwind does), and rebuilds from the
  * snapshot's entries the frames an exit there would restore: their functions
  * (IR constants in the func slots), their links (IR constants in the frame
- * slots) and the snapshot's PC. The stack then reads as jit.profile's
- * dumpstack reads it after that exit.
+ * slots) and the snapshot's PC. Between that snapshot and the next, the
+ * position is then placed on the bytecode the trace recorded there
+ * (bcpath.h): the frames and PC of that bytecode.
  *
  * What is read of a trace is kept by its VM and its number (each VM
  * numbers its own traces from 1) and checked against
