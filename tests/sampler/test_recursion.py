@@ -8,8 +8,11 @@ target's exit.
 Model: a sample fails to resolve only at the instructions where a frame is
 half made (about 1 in 10,000, `test_interp_base_around_c_calls`), so at
 most 0.5 % of >= 1,000 samples may be `bad frame base` or any other cause
-but the target's exit (`target gone before symbolization`: the stacks first
-seen in the last poll before the process ended, bounded at 1 %).
+but the target's exit. At the exit, the samples of stacks first seen in the
+last poll before the process ended (`target gone before symbolization`) are
+lost: at most a poll's worth, 100 ms at 997 Hz, here bounded at 150 (the
+tree walk's exit frees its heap in lua_close: 33 once in 30 runs beside a
+busy loop per CPU, 1.1 % of that run's samples).
 """
 import re
 
@@ -17,6 +20,7 @@ import pytest
 
 from helpers import BUILDS, workload
 
+EXIT_LOSS_MAX = 150		# 1.5 polls of 100 ms at 997 Hz
 UNRESOLVED_RE = re.compile(r"^  unresolved: (\d+) of (\d+) samples \(([^)]*)\)$", re.M)
 
 
@@ -45,5 +49,5 @@ def test_deep_recursion_resolves(nupp, lua_build_ready, build_name, mode):
     gone = why.pop("target gone before symbolization", 0)
     lost = sum(why.values())
     assert lost <= 0.005 * n, f"{lost} of {n} samples unresolved ({why}):\n{run.stderr}"
-    assert gone <= 0.01 * n, f"{gone} of {n} samples lost at the exit:\n{run.stderr}"
+    assert gone <= EXIT_LOSS_MAX, f"{gone} of {n} samples lost at the exit:\n{run.stderr}"
     assert why.get("bad frame base", 0) <= 0.005 * n, run.stderr
