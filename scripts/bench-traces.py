@@ -128,6 +128,9 @@ def main():
     a = p.parse_args()
     if os.geteuid():
         sys.exit("bench-traces: error: run as root")
+    # Killed, it still stops its target (the finally below): a target left
+    # spinning would skew whatever is measured next.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("bench-traces: terminated"))
     with tempfile.TemporaryDirectory(prefix="bench-traces-") as tmp:
         a.tmp = tmp
         script = os.path.join(tmp, "target.lua")
