@@ -61,8 +61,8 @@ static const char *table_name(const char *const *tab, int n, int i)
  * from offset off on are name (NUL-terminated). -1 when those bytes do not
  * hold what the location shows (the end of a long name, without the '/'
  * that starts its file name). */
-static int fmt_loc(__u64 pt, __s32 first, int line, char name0, const char *name, size_t off,
-		   size_t len, char *out, size_t outsz)
+int abort_site__fmt_loc(__u64 pt, __s32 first, int line, char name0, const char *name, size_t off,
+			size_t len, char *out, size_t outsz)
 {
 	if (first == -1) {
 		if (off)
@@ -111,7 +111,7 @@ static int proto_loc(const struct abort_source *src, __u64 pt, __u32 pos, char *
 	line = symbolizer__line(src->sym, pt, pos);	/* lj_debug_line() */
 	if (len < 0 || line < 0)
 		return -1;
-	return fmt_loc(pt, first, line, name[0], name, 0, len, out, outsz);
+	return abort_site__fmt_loc(pt, first, line, name[0], name, 0, len, out, outsz);
 }
 
 /* jit/v.lua abort_site__fmtfunc() of a builtin (by name) or C function ("C:addr"). */
@@ -169,7 +169,7 @@ void abort_site__location(const struct abort_source *src, const struct nupp_trac
 		n = l->namelen < NUPP_TRACE_NAME ? l->namelen : NUPP_TRACE_NAME;
 		memcpy(name, l->name, n);
 		name[n] = 0;
-		if (!fmt_loc(l->pt, l->firstline, l->line, l->name0, name, l->namelen - n,
+		if (!abort_site__fmt_loc(l->pt, l->firstline, l->line, l->name0, name, l->namelen - n,
 			     l->namelen, out, outsz))
 			return;
 	}

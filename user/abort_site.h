@@ -38,6 +38,14 @@ struct abort_reason {
 void abort_site__location(const struct abort_source *src, const struct nupp_trace_event *e,
 			  char *out, size_t outsz);
 
+/* lj_debug_pushloc(): what jit.util.funcinfo(fn, pos).loc holds for a
+ * prototype pt (its address, for a long chunk name) whose first line is
+ * first, at line, for the chunk name of length len whose first character
+ * is name0 and whose bytes from offset off on are name (NUL-terminated).
+ * -1 when those bytes do not hold what the location shows. */
+int abort_site__fmt_loc(__u64 pt, __s32 first, int line, char name0, const char *name, size_t off,
+			size_t len, char *out, size_t outsz);
+
 /* Its catalog row alone (NULL when not in the catalog): what decides
  * whether the abort is counted, without the texts. */
 const struct trace_reason *abort_site__row(const struct abort_source *src,

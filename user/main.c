@@ -34,6 +34,7 @@
 #include "libbpf_setup.h"
 #include "session.h"
 #include "version.h"
+#include "check.h"
 
 static const char doc[] =
 "nupp-bpf -- profile LuaJIT programs from outside, with eBPF.\n"
@@ -49,6 +50,9 @@ static const char doc[] =
 "           its probes would go (each verified); attaches nothing\n"
 "  dump -p PID [--json]   the Lua stack of every VM of the process now, once,\n"
 "           with its VM state and each frame's line; blocked threads too\n"
+"  check [--luajit PATH] FILE|DIR...   the trace aborts of Lua code found\n"
+"           without running it: loaded by that LuaJIT (default: luajit on\n"
+"           PATH) and read against its recorder; exit 1 on a blocker\n"
 "\v"
 "EXAMPLES (as root):\n"
 "  nupp-bpf -p 1234                  # profile and trace a running process\n"
@@ -59,16 +63,17 @@ static const char doc[] =
 "  nupp-bpf trace -p 1234 -o aborts.csv\n"
 "  nupp-bpf dump -p 1234             # where is it stuck?\n"
 "  nupp-bpf top -p 1234 -F 997\n"
+"  nupp-bpf check --format text src/  # aborts predicted from bytecode\n"
 "  nupp-bpf record -p 1234 --rotate 60 --keep 1440 -o /var/lib/nupp/\n"
 "  flamegraph.pl nupp-1234.collapsed > flame.svg\n";
 
 static const char args_doc[] = "[record|trace|top] [-- CMD ARGS...]\ninspect FILE|-p PID\n"
-			       "dump -p PID [--json]";
+			       "dump -p PID [--json]\ncheck [--luajit PATH] [--format csv|text|sarif] FILE|DIR...";
 
 enum {
 	OPT_DEPTH = 0x100, OPT_ROOT, OPT_ZONE, OPT_CLOCK, OPT_BENIGN, OPT_THREADS,
 	OPT_MAX_STACKS, OPT_SVG, OPT_NO_SUMMARY, OPT_ZONES, OPT_USAGE, OPT_VERSION, OPT_CHILDREN, OPT_FORMAT,
-	OPT_LINES, OPT_DUMPSTACK_NAMES, OPT_JSON, OPT_ROTATE, OPT_KEEP,
+	OPT_LINES, OPT_DUMPSTACK_NAMES, OPT_JSON, OPT_ROTATE, OPT_KEEP, OPT_LUAJIT, OPT_PROFILE,
 };
 
 static const struct argp_option options[] = {
@@ -104,6 +109,10 @@ static const struct argp_option options[] = {
 	{ "keep", OPT_KEEP, "N", 0, "With --rotate: keep the newest N files (default all)", 3 },
 	{ "no-summary", OPT_NO_SUMMARY, NULL, 0, "No summary on stderr at the end", 3 },
 	{ "json", OPT_JSON, NULL, 0, "dump: JSON instead of text (schema in the README)", 3 },
+	{ "luajit", OPT_LUAJIT, "PATH", 0, "check: the LuaJIT that will run the code "
+	  "(default: luajit on PATH)", 3 },
+	{ "profile", OPT_PROFILE, "FILE", 0, "check: order findings by the samples of their "
+	  "function in this collapsed profile (from record --lines), hottest first", 3 },
 	{ "verbose", 'v', NULL, 0, "libbpf debug output", 3 },
 	{ "help", 'h', NULL, 0, "Give this help list", -1 },
 	{ "usage", OPT_USAGE, NULL, 0, "Give a short usage message", -1 },
@@ -239,9 +248,14 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		o->outputs[o->noutputs++] = arg;
 		break;
 	case OPT_FORMAT:
+		if (!strcmp(arg, "csv") || !strcmp(arg, "text") || !strcmp(arg, "sarif")) {
+			o->check_format = arg;	/* check's: the command decides at the end */
+			break;
+		}
 		o->format = format__parse(arg);
 		if (o->format < 0)
-			usage_error("--format is collapsed, pprof, speedscope or svg, not '%s'", arg);
+			usage_error("--format is collapsed, pprof, speedscope or svg (check: csv, "
+				    "text or sarif), not '%s'", arg);
 		break;
 	case OPT_SVG:
 		o->svg = arg;
@@ -251,6 +265,12 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_KEEP:
 		o->keep = parse_num("--keep", arg, 1, 1000000);
+		break;
+	case OPT_LUAJIT:
+		o->luajit = arg;
+		break;
+	case OPT_PROFILE:
+		o->profile = arg;
 		break;
 	case OPT_NO_SUMMARY:
 		o->summary = false;
@@ -274,6 +294,14 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case ARGP_KEY_ARG:
 		/* Before "--": one command word. After it: the program to launch. */
 		if (!o->dashdash || state->next - 1 < o->dashdash) {
+			if (o->check) {
+				if (!o->check_paths)
+					o->check_paths = calloc(state->argc, sizeof(char *));
+				if (!o->check_paths)
+					usage_error("out of memory");
+				o->check_paths[o->ncheck_paths++] = arg;
+				break;
+			}
 			if (o->inspect && !o->inspect_file) {
 				o->inspect_file = arg;
 				break;
@@ -288,10 +316,12 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 				o->inspect = true;
 			else if (!strcmp(arg, "dump"))
 				o->dump = true;
+			else if (!strcmp(arg, "check"))
+				o->check = true;
 			else if (!strcmp(arg, "top"))
 				o->top = true, o->summary = false;	/* the screen says it */
 			else
-				usage_error("unknown command '%s' (record, trace, top, inspect or dump; "
+				usage_error("unknown command '%s' (record, trace, top, inspect, dump or check; "
 					    "a program to launch goes after --)", arg);
 			o->command_given = true;
 			break;
@@ -300,6 +330,19 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		state->next = state->argc;
 		break;
 	case ARGP_KEY_END:
+		if (o->check) {
+			if (!o->ncheck_paths == !o->npids || o->npids > 1 || o->argv)
+				usage_error("check takes FILEs and DIRs, or one -p PID");
+			if (o->noutputs > 1 || o->svg || o->format >= 0 || o->children || o->duration)
+				usage_error("check writes one -o FILE, in --format csv, text or sarif");
+			if (o->npids && o->luajit)
+				usage_error("check -p reads the process's own LuaJIT: no --luajit");
+			break;
+		}
+		if (o->check_format)
+			usage_error("--format %s is check's", o->check_format);
+		if (o->luajit || o->profile)
+			usage_error("%s is check's", o->luajit ? "--luajit" : "--profile");
 		if (o->inspect && (!o->inspect_file == !o->npids || o->npids > 1 || o->argv))
 			usage_error("inspect takes one FILE or one -p PID");
 		if (o->inspect)
@@ -391,6 +434,17 @@ int main(int argc, char **argv)
 		return inspect__run(o.inspect_file, o.npids ? o.pids[0] : 0);
 	if (o.dump)
 		return dump__run(o.pids[0], o.json);
+	if (o.check) {
+		struct check_opts c = {
+			.luajit = o.luajit, .pid = o.npids ? o.pids[0] : 0,
+			.paths = o.check_paths, .npaths = o.ncheck_paths,
+			.format = !o.check_format || !strcmp(o.check_format, "csv") ? CHECK_CSV :
+				  !strcmp(o.check_format, "text") ? CHECK_TEXT : CHECK_SARIF,
+			.output = o.noutputs ? o.outputs[0] : NULL, .profile = o.profile,
+		};
+
+		return check__run(&c);
+	}
 	ret = session__run(&o);
 	/* Everything is written; the libraries' exit handlers would only
 	 * spend the session's last milliseconds. */

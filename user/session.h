@@ -43,6 +43,12 @@ struct session_opts {
 	const char *inspect_file;	/* its FILE, NULL with -p */
 	bool dump;			/* the dump command */
 	bool json;			/* dump --json */
+	bool check;			/* the check command */
+	const char *check_format;	/* check --format: csv, text or sarif; NULL csv */
+	const char *luajit;		/* check --luajit */
+	const char *profile;		/* check --profile */
+	char **check_paths;		/* check's FILEs and DIRs */
+	int ncheck_paths;
 };
 
 /* One line "nupp-bpf: error: MESSAGE" on stderr: how every error is told. */
