@@ -188,7 +188,7 @@ int bcdump__parse(const void *data, size_t len, struct bc_chunk *c, char *err, s
 	c->fr2 = !!(flags & BCDUMP_F_FR2);
 	/* Strings are copied into one block no larger than the dump. */
 	c->strings = w = malloc(len + 1);
-	c->protos = calloc(cap, sizeof(*c->protos));
+	c->protos = calloc(cap + 1, sizeof(*c->protos));	/* + the one being read */
 	stack = calloc(cap, sizeof(*stack));
 	if (!c->strings || !c->protos || !stack)
 		goto oom;
@@ -214,7 +214,7 @@ int bcdump__parse(const void *data, size_t len, struct bc_chunk *c, char *err, s
 		end = p + n;
 		body = (struct reader){ p, end, 0 };
 		if (c->nprotos == cap) {
-			void *np = realloc(c->protos, 2 * cap * sizeof(*c->protos));
+			void *np = realloc(c->protos, (2 * cap + 1) * sizeof(*c->protos));
 			void *ns = realloc(stack, 2 * cap * sizeof(*stack));
 
 			if (np)
@@ -223,7 +223,7 @@ int bcdump__parse(const void *data, size_t len, struct bc_chunk *c, char *err, s
 				stack = ns;
 			if (!np || !ns)
 				goto oom;
-			memset(c->protos + cap, 0, cap * sizeof(*c->protos));
+			memset(c->protos + cap + 1, 0, cap * sizeof(*c->protos));
 			cap *= 2;
 		}
 		if (read_proto(&body, c, stack, &nstack, strip, &w, err, errsz))

@@ -181,6 +181,7 @@ struct proto_walk {
 	int **child_uv;		/* by prototype: what its upvalues hold, from its FNEW */
 	struct loop *loops;
 	int nloops;
+	int loops_end_min;	/* where the first loop to end ends */
 	unsigned char *target;	/* by instruction: a jump lands there */
 	int *jsrc, *jdst, njumps;
 	const char *path;
@@ -241,6 +242,8 @@ static int find_loops(struct proto_walk *w)
 			int head = t > 0 ? bc_op(pt->ins[t - 1]) : -1;
 
 			l->start = t, l->end = j;
+			if (w->nloops == 1 || j < w->loops_end_min)
+				w->loops_end_min = j;
 			/* A for loop's FORI, an iterator loop's JMP to its ITERC,
 			 * stand on the loop's own line; a while loop starts at t. */
 			l->line = t > 0 && (is_op(w, head, OP_FORI) || is_op(w, head, OP_JMP) ||
@@ -316,8 +319,10 @@ static int add_finding(struct proto_walk *w, int j, const char *tmpl, const char
 	struct check_finding *f;
 	const char *name = w->ch->name;
 
-	/* A file's main chunk runs once: the recorder only sees its loops. */
-	if (pt->parent < 0 && !l)
+	/* A file's main chunk runs once: the recorder sees its loops, and
+	 * what follows a loop, where a trace leaving it goes on (a side trace
+	 * of an inner loop's exit, a stitched trace). */
+	if (pt->parent < 0 && !l && !(w->nloops && w->loops_end_min < j))
 		return 0;
 	if (r->n == r->cap) {
 		size_t cap = r->cap ? 2 * r->cap : 64;
@@ -334,6 +339,7 @@ static int add_finding(struct proto_walk *w, int j, const char *tmpl, const char
 	f->line = pt->line[j];
 	f->loop_line = l ? l->line : 0;
 	f->func_line = pt->firstline;
+	f->pc = j + 1;	/* ins[j] is the instruction at pc j+1 */
 	f->samples = -1;
 	snprintf(f->reason, sizeof(f->reason), "%s", tmpl);
 	snprintf(f->raw, sizeof(f->raw), "%s", tmpl);
@@ -406,7 +412,11 @@ static int check_call(struct proto_walk *w, int j, const struct slots *s)
 			return add_finding(w, j, "NYI: FastFunc %s (trace stops)", name, name);
 		return add_finding(w, j, "NYI: FastFunc %s (stitched)", name, name);
 	}
-	if (kind == LJ_REC_PARTIAL) {
+	if (kind == LJ_REC_ABORTS && a + 1 + w->fr2 < NSLOTS && s->kstr[a + 1 + w->fr2])
+		/* Its handler aborts unless the argument is cdata (ffi.typeof):
+		 * a string constant never is. */
+		return add_finding(w, j, "NYI: unsupported variant of FastFunc %s", name, name);
+	if (kind == LJ_REC_PARTIAL || kind == LJ_REC_ABORTS) {
 		int arg = a + 1 + w->fr2;
 
 		if (!strcmp(name, "string.format") && arg < NSLOTS && format_compiled(s->kstr[arg]))
@@ -447,11 +457,15 @@ static int check_ins(struct proto_walk *w, int j, const struct slots *s)
 }
 
 /* Does the blocker at instruction b sit behind the one at a < b: no branch
- * from [from, a) lands in (a, b]? */
+ * from [from, a) lands in (a, b], and no loop starts in (a, b] (the exit of
+ * an inner loop starts side traces that go on from there)? */
 static int behind(const struct proto_walk *w, int from, int a, int b)
 {
 	for (int i = 0; i < w->njumps; i++)
 		if (w->jsrc[i] >= from && w->jsrc[i] < a && w->jdst[i] > a && w->jdst[i] <= b)
+			return 0;
+	for (int i = 0; i < w->nloops; i++)
+		if (w->loops[i].start > a && w->loops[i].start <= b)
 			return 0;
 	return 1;
 }

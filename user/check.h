@@ -50,6 +50,7 @@ struct check_finding {
 	int loop_line;			/* the innermost enclosing loop's line, 0 none */
 	int func_line;			/* the enclosing function's first line */
 	int after_line;			/* info: reached only after the blocker there */
+	int pc;				/* its bytecode position in the function */
 	double samples;			/* --profile: its function's samples, -1 none */
 };
 

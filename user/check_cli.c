@@ -376,7 +376,8 @@ static int write_sarif(const struct check_result *r, const char *build, FILE *f)
 		format__put_json(f, x->reason_id);
 		fputs(", \"location\": ", f);
 		format__put_json(f, x->location);
-		fputs("}}", f);
+		fprintf(f, ", \"functionLine\": %d, \"loopLine\": %d, \"pc\": %d}}", x->func_line,
+			x->loop_line, x->pc);
 	}
 	fputs("\n      ]\n    }\n  ]\n}\n", f);
 	return ferror(f) ? -1 : 0;

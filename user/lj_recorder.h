@@ -22,6 +22,7 @@ enum lj_rec_kind {
 	LJ_REC_COMPILED,	/* its handler records every call */
 	LJ_REC_PARTIAL,		/* its handler falls back to recff_nyi for some arguments */
 	LJ_REC_NYI,		/* no handler: recff_nyi (stitch, or stop/abort) */
+	LJ_REC_ABORTS,		/* its handler aborts (NYIFFU) for some arguments */
 };
 
 struct lj_rec_builtin {
