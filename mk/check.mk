@@ -28,3 +28,21 @@ recorders: $(LJ_STAMPS) $(LJ_SUITE_STAMPS)
 .PHONY: recorders
 
 $(B)/obj/check_cli.o: $(B)/gen/version.h
+
+# The SARIF 2.1.0 JSON schema the tests validate check's output against:
+# Debian's python-sarif-python-om source ships it (sarif-2.1.0-rtm.4.json).
+SARIF_SCHEMA := $(B)/sarif/sarif-schema-2.1.0.json
+
+$(SARIF_SCHEMA):
+	$(call msg,FETCH,$@)
+	$(Q)mkdir -p $(@D) && cd $(@D) && rm -rf src && mkdir src && cd src && \
+		apt-get source -q --download-only --only-source python-sarif-python-om >/dev/null 2>&1; \
+		t=$$(ls python-sarif-python-om_*.orig.tar.* 2>/dev/null | head -n 1); \
+		[ -n "$$t" ] || { echo "make: cannot fetch the source of python-sarif-python-om (deb-src?)"; exit 1; }; \
+		tar xf "$$t" --wildcards --strip-components=1 '*/sarif-2.1.0-rtm.4.json' && \
+		mv sarif-2.1.0-rtm.4.json ../sarif-schema-2.1.0.json
+
+.PHONY: sarif-schema
+sarif-schema: $(SARIF_SCHEMA)
+
+test: sarif-schema

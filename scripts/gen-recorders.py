@@ -15,6 +15,8 @@ revision luajit/revisions.json describes:
   * what recff_nyi does: stitch (2.1) or abort (2.0), the bytecodes after
     which it cannot stitch, the builtins it never stitches across, and the
     default minstitch of lj_jit.h;
+  * where trace_abort() (lj_trace.c) reports an abort raised in a builtin's
+    handler: at the Lua line that called it, or at the builtin;
   * the bytecodes lj_record_ins() leaves NYI (its NYIBC case and the
     opcodes of lj_bc.h it has no case for), and whether rec_varg refuses a
     multi-result VARG at the trace's base frame.
@@ -43,7 +45,7 @@ ROOT = os.path.dirname(HERE)
 BETA3 = "8271c643c21d1b2f344e339f559f2de6f3663191"
 FORKS = [("luajit", "build/git/luajit.git", "v2.1"),
          ("luajit2", "build/git/luajit2.git", "v2.1-agentzh")]
-RECORDER_FILES = ["lj_record.c", "lj_ffrecord.c", "lj_crecord.c", "lj_jit.h", "lj_bc.h", "Makefile",
+RECORDER_FILES = ["lj_record.c", "lj_ffrecord.c", "lj_crecord.c", "lj_trace.c", "lj_jit.h", "lj_bc.h", "Makefile",
                   "host/buildvm_lib.c"]
 # buildvm's simplistic pre-processor: the blocks it drops in a default build.
 OFF_BLOCKS = {"#if LJ_52"}
@@ -168,6 +170,9 @@ def recorder(read):
         nyi_bc.update(re.findall(r"BC_(\w+)", m.group(1)))
     nyi_bc.update(op for op in opcodes if op not in cased)
     varg = c_function(rec, "rec_varg")
+    abort = c_function(read("lj_trace.c"), "trace_abort")
+    if not abort:
+        die("no trace_abort in lj_trace.c")
     minstitch = re.search(r"_\(\\\d+, minstitch,\s*(\d+)\)", jith)
     return {
         "builtins": builtins,
@@ -178,6 +183,10 @@ def recorder(read):
         "nostitch_ops": re.findall(r"op == BC_(\w+)", nyi),
         "nostitch_builtins": [c.replace("_", ".", 1) for c in re.findall(r"case FF_(\w+):", nyi)],
         "minstitch": int(minstitch.group(1)) if minstitch else 0,
+        # Where an abort raised in a builtin's handler is reported: the Lua
+        # frame that called it (trace_abort walks down to it), or the
+        # builtin itself (lj_debug_frame's innermost frame).
+        "builtin_abort_at_caller": "while (!isluafunc(frame_func(frame)))" in abort,
     }
 
 
@@ -294,9 +303,9 @@ def emit_c(doc, out):
                      (key, i, " ".join(cstr(s) + "," for s in r[key] + [None] if s) + " NULL"))
     w.append("const struct lj_recorder lj_recorders[] = {")
     for i, r in enumerate(doc["recorders"]):
-        w.append("\t{ builtins_%d, %d, nyi_bytecodes_%d, %d, %d, %d, nostitch_ops_%d, nostitch_builtins_%d, %d }," %
+        w.append("\t{ builtins_%d, %d, nyi_bytecodes_%d, %d, %d, %d, nostitch_ops_%d, nostitch_builtins_%d, %d, %d }," %
                  (i, len(r["builtins"]), i, int(r["varg_multi_nyi"]), int(r["stitch"]), int(r["nyi_aborts"]),
-                  i, i, r["minstitch"]))
+                  i, i, r["minstitch"], int(r["builtin_abort_at_caller"])))
     w.append("};")
     w.append("const struct lj_recorder_row lj_recorder_rows[] = {")
     for row in doc["rows"]:

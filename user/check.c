@@ -318,11 +318,13 @@ static int add_finding(struct proto_walk *w, int j, const char *tmpl, const char
 	const struct loop *l = loop_of(w, j);
 	struct check_finding *f;
 	const char *name = w->ch->name;
+	const struct trace_reason *f_row = trace_reason__by_text(tmpl);
 
 	/* A file's main chunk runs once: the recorder sees its loops, and
-	 * what follows a loop, where a trace leaving it goes on (a side trace
-	 * of an inner loop's exit, a stitched trace). */
-	if (pt->parent < 0 && !l && !(w->nloops && w->loops_end_min < j))
+	 * blockers after a loop, where a trace leaving it goes on (a side
+	 * trace of an inner loop's exit, a stitched trace) until it aborts. */
+	if (pt->parent < 0 && !l &&
+	    !(w->nloops && w->loops_end_min < j && f_row && !strcmp(f_row->cls, "blocker")))
 		return 0;
 	if (r->n == r->cap) {
 		size_t cap = r->cap ? 2 * r->cap : 64;
@@ -334,7 +336,7 @@ static int add_finding(struct proto_walk *w, int j, const char *tmpl, const char
 	}
 	f = &r->f[r->n++];
 	memset(f, 0, sizeof(*f));
-	f->row = trace_reason__by_text(tmpl);
+	f->row = f_row;
 	f->path = w->path;
 	f->line = pt->line[j];
 	f->loop_line = l ? l->line : 0;
@@ -359,8 +361,10 @@ static int add_finding(struct proto_walk *w, int j, const char *tmpl, const char
 		snprintf(f->reason_id, sizeof(f->reason_id), TRACE_REASON_UNKNOWN_ID);
 		f->severity = "warn";
 	}
-	if (abort_site__fmt_loc(0, pt->firstline, f->line, name[0], name, 0, strlen(name),
-				f->location, sizeof(f->location)))
+	if (!w->c->rec->builtin_abort_at_caller && !strcmp(tmpl, "NYI: unsupported variant of FastFunc %s"))
+		snprintf(f->location, sizeof(f->location), "%s", detail);	/* jit.v's fmtfunc */
+	else if (abort_site__fmt_loc(0, pt->firstline, f->line, name[0], name, 0, strlen(name),
+				     f->location, sizeof(f->location)))
 		snprintf(f->location, sizeof(f->location), "?:%d", f->line);
 	/* The instruction index, until the prototype's blockers are ranked. */
 	f->after_line = j;
@@ -401,6 +405,15 @@ static int check_call(struct proto_walk *w, int j, const struct slots *s)
 	const char *name = a < NSLOTS ? name_of(c, s->path[a]) : NULL;
 	int kind = name ? lj_recorder__builtin(rec, name) : -1;
 
+	/* pcall(f, ...) and xpcall(f, h, ...) are recorded as calls of f. */
+	if (name && (!strcmp(name, "pcall") || !strcmp(name, "xpcall")) && a + 1 + w->fr2 < NSLOTS) {
+		const char *f = name_of(c, s->path[a + 1 + w->fr2]);
+		int k = f ? lj_recorder__builtin(rec, f) : -1;
+
+		if (k == LJ_REC_NYI)
+			name = f, kind = k;
+	}
+
 	if (kind == LJ_REC_NYI) {
 		int next = j + 1 < w->pt->nins ? bc_op(w->pt->ins[j + 1]) : -1;
 		int tail = is_op(w, op, OP_CALLT) || is_op(w, op, OP_CALLMT);
@@ -421,8 +434,9 @@ static int check_call(struct proto_walk *w, int j, const struct slots *s)
 
 		if (!strcmp(name, "string.format") && arg < NSLOTS && format_compiled(s->kstr[arg]))
 			return 0;
-		if (!strcmp(name, "select") && arg < NSLOTS && s->kstr[arg] && !strcmp(s->kstr[arg], "#"))
-			return 0;	/* select('#', ...) is always compiled */
+		if (!strcmp(name, "select") && (is_op(w, op, OP_CALLM) ||
+						 (arg < NSLOTS && s->kstr[arg] && !strcmp(s->kstr[arg], "#"))))
+			return 0;	/* select('#', ...), select(n, ...): rec_varg's idiom */
 		if (loop_of(w, j))
 			return add_finding(w, j, "FastFunc %s: some arguments are not compiled", name, name);
 	}

@@ -410,6 +410,23 @@ static int write_result(const struct check_opts *o, struct check_result *r, cons
 
 /* ---- the command ----------------------------------------------------------- */
 
+/* A load error: "CHUNK:LINE: MESSAGE", where LuaJIT shortened a long path
+ * to its last 60 characters, said with the path as given. */
+static void syntax_error(const char *path, const char *msg)
+{
+	const char *p = msg;
+	int line, n;
+
+	while ((p = strchr(p, ':'))) {
+		if (sscanf(p, ":%d: %n", &line, &n) == 1 && n > 0) {
+			error_line("%s:%d: %s", path, line, p + n);
+			return;
+		}
+		p++;
+	}
+	error_line("%s: %s", path, msg);
+}
+
 static int check__profile_samples(const char *profile, struct check_result *r) { (void)profile; (void)r; return 0; }
 
 int check__run(const struct check_opts *o)
@@ -457,7 +474,7 @@ int check__run(const struct check_opts *o)
 			break;
 		}
 		if (type == 'E') {
-			error_line("%s", data);
+			syntax_error(fl.v[i], data);
 		} else if (bcdump__parse(data, len, &ch, err, sizeof(err))) {
 			error_line("%s: %s", fl.v[i], err);
 		} else {

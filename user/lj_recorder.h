@@ -40,6 +40,8 @@ struct lj_recorder {
 	const char *const *nostitch_ops;	/* no stitch when the call's next op is one */
 	const char *const *nostitch_builtins;	/* never stitched across */
 	int minstitch;		/* default -Ominstitch: shorter stitched traces abort */
+	int builtin_abort_at_caller;	/* a handler's abort is located at its Lua caller
+					 * (else at the builtin, as jit.v names it) */
 };
 
 /* A revision where the recorder's sources changed, or a Debian tree. */
