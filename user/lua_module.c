@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <lua.h>
 #include <lauxlib.h>
+#include "check.h"
 #include "lj_target.h"
 #include "output.h"
 #include "privileges.h"
@@ -412,6 +413,69 @@ static int l_recorder(lua_State *L)
 	return 1;
 }
 
+/* check(dump, path) -> {AbortSite...} of a chunk dumped by string.dump in
+ * this process, read against this process's LuaJIT recorder, or nil and a
+ * one-line error. Needs no privileges. Each row has, besides the AbortSite
+ * fields, the source's line, loopLine (0: none) and functionLine. */
+static int l_check(lua_State *L)
+{
+	size_t len;
+	const char *dump = luaL_checklstring(L, 1, &len), *path = luaL_optstring(L, 2, "");
+	static struct lj_target t;	/* this process: identified once */
+	static const struct lj_recorder *rec;
+	static char why[512];
+	struct check_ctx ctx;
+	struct check_result r = { 0 };
+	struct bc_chunk ch;
+	char err[512];
+
+	if (!rec && !why[0]) {
+		if (lj_target__identify(&t, getpid(), err, sizeof(err)))
+			snprintf(why, sizeof(why), "%s", err);
+		else
+			rec = lj_recorder__of(&t, why, sizeof(why));
+	}
+	if (!rec) {
+		lua_pushnil(L);
+		lua_pushstring(L, why);
+		return 2;
+	}
+	if (check__ctx_init(&ctx, lj_target__build(&t), rec, err, sizeof(err)) ||
+	    bcdump__parse(dump, len, &ch, err, sizeof(err))) {
+		lua_pushnil(L);
+		lua_pushstring(L, err);
+		return 2;
+	}
+	if (check__chunk(&ctx, &ch, path, &r))
+		snprintf(err, sizeof(err), "out of memory");
+	bcdump__free(&ch);
+	check__ctx_free(&ctx);
+	lua_createtable(L, (int)r.n, 0);
+	for (size_t i = 0; i < r.n; i++) {
+		const struct check_finding *f = &r.f[i];
+
+		lua_createtable(L, 0, 11);
+		set_string(L, "severity", f->severity);
+		lua_pushinteger(L, 1);
+		lua_setfield(L, -2, "count");
+		set_string(L, "reason", f->reason);
+		set_string(L, "reasonId", f->reason_id);
+		set_string(L, "reasonClass", f->row ? f->row->cls : TRACE_REASON_UNKNOWN_CLASS);
+		set_string(L, "rawReason", f->raw);
+		set_string(L, "location", f->location);
+		set_string(L, "zonePath", "");
+		lua_pushinteger(L, f->line);
+		lua_setfield(L, -2, "line");
+		lua_pushinteger(L, f->loop_line);
+		lua_setfield(L, -2, "loopLine");
+		lua_pushinteger(L, f->func_line);
+		lua_setfield(L, -2, "functionLine");
+		lua_rawseti(L, -2, (int)i + 1);
+	}
+	check__result_free(&r);
+	return 1;
+}
+
 /* writefile(name, text) -> true, or nil and a one-line error: a report
  * written as the CLI writes its outputs (never through a symlink planted at
  * the name; an existing file kept as NAME.old). */
@@ -447,7 +511,8 @@ int luaopen_nupp_profile_bpf(lua_State *L)
 {
 	static const luaL_Reg funcs[] = {
 		{ "available", l_available }, { "sample", l_sample }, { "trace", l_trace },
-		{ "recorder", l_recorder }, { "writefile", l_writefile }, { NULL, NULL },
+		{ "recorder", l_recorder }, { "writefile", l_writefile }, { "check", l_check },
+		{ NULL, NULL },
 	};
 
 	luaL_newmetatable(L, SESSION_MT);

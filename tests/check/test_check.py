@@ -260,3 +260,37 @@ def test_usage_errors(argv, msg):
     r = subprocess.run([str(NUPP)] + argv, capture_output=True, text=True)
     assert r.returncode == 2
     assert r.stderr == f"nupp-bpf: error: {msg} (see nupp-bpf --help)\n"
+
+
+LUA_API = r"""
+local trace = require("nupp.profile.trace")
+local path = "resolve.lua"
+local from_file = trace.check(path)
+local f = assert(io.open(path)); local text = f:read("*a"); f:close()
+local from_text = trace.check(text, {chunkname = "@" .. path})
+assert(#from_text == #from_file)
+for i, r in ipairs(from_file) do
+  assert(r.location == from_text[i].location and r.reasonId == from_text[i].reasonId)
+end
+io.write(trace.csv(from_file))
+local ok, err = pcall(trace.check, "local x = = 1\n")
+io.stderr:write(tostring(ok), " ", err, "\n")
+"""
+
+
+@pytest.mark.parametrize("build", CHECK_BUILDS)
+def test_lua_api_gives_the_clis_rows(build):
+    """require("nupp.profile.trace").check(path or text) -> the rows the CLI
+    writes, from the same registry, in a report's order; a syntax error
+    raises with its chunk and line."""
+    subprocess.run(["make", "-s", "-C", str(ROOT), "lua"], check=True)
+    b = ready_build(build)
+    env = b.environ()
+    env["LUA_PATH"] = str(BUILD / "lua" / "?.lua") + ";;"
+    env["LUA_CPATH"] = str(BUILD / "lua" / "?.so") + ";;"
+    cli = check(CHECK / "resolve.lua", build=build)
+    api = subprocess.run(list(b.argv) + ["-"], input=LUA_API, capture_output=True, text=True,
+                         env=env, cwd=CHECK)
+    assert api.returncode == 0, api.stderr
+    assert sorted(rows(api.stdout)) == sorted(rows(cli.stdout))
+    assert api.stderr == "false check:1: unexpected symbol near '='\n"

@@ -27,6 +27,9 @@
 --   trace.setRecorder{luajitRevision = s, luajitVersion = n}  pin the build
 --   trace.fnv1a32(s) -> 8 hex digits
 --   trace.csv(sites) -> RFC 4180 text of AbortSite rows
+--   trace.check(source_or_path[, options]) -> {AbortSite} the aborts of a
+--                chunk found without running it, as `nupp-bpf check` finds
+--                them, read against this process's LuaJIT
 ----------------------------------------------------------------------------
 
 local jit = require("jit")
@@ -245,6 +248,41 @@ function M.csv(sites)
       field(s.location), field(s.zonePath) }, ",")
   end
   return concat(out, "\r\n").."\r\n"
+end
+
+-- check(source_or_path[, options]): the chunk is loaded (never run) by this
+-- process's LuaJIT and string.dump'ed; the C module reads the bytecode
+-- against the recorder of the build it identifies (nupp-bpf check's code).
+-- A string with no newline that names a readable file is a path; anything
+-- else is source text, named options.chunkname ("=check" by default).
+-- Raises on a syntax error (its message says file:line) and when the C
+-- module is missing or the build's recorder is not known.
+function M.check(src, options)
+  if type(src) ~= "string" then
+    error("nupp.profile.trace.check: source text or a file path expected, got "..type(src), 2)
+  end
+  options = options or {}
+  local f, err, path
+  if not find(src, "\n", 1, true) then
+    local fh = io.open(src, "rb")
+    if fh then
+      fh:close()
+      path = src
+      f, err = loadfile(src)
+    end
+  end
+  if not path then
+    f, err = loadstring(src, options.chunkname or "=check")
+  end
+  if not f then error(err, 2) end
+  local ok, bpf = pcall(require, "nupp.profile.bpf")
+  if not ok then
+    error("nupp.profile.trace.check needs the C module nupp.profile.bpf: "..tostring(bpf), 2)
+  end
+  local rows, why = bpf.check(string.dump(f), path or "")
+  if not rows then error("nupp.profile.trace.check: "..why, 2) end
+  sort(rows, M.siteOrder)
+  return rows
 end
 
 return M
