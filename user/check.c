@@ -323,7 +323,7 @@ static int add_finding(struct proto_walk *w, int j, const char *tmpl, const char
 	/* A file's main chunk runs once: the recorder sees its loops, and
 	 * blockers after a loop, where a trace leaving it goes on (a side
 	 * trace of an inner loop's exit, a stitched trace) until it aborts. */
-	if (pt->parent < 0 && !l &&
+	if (pt->parent < 0 && pt->firstline == 0 && name[0] == '@' && !l &&
 	    !(w->nloops && w->loops_end_min < j && f_row && !strcmp(f_row->cls, "blocker")))
 		return 0;
 	if (r->n == r->cap) {

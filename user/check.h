@@ -82,6 +82,11 @@ int check__chunk(const struct check_ctx *c, const struct bc_chunk *ch, const cha
 
 void check__result_free(struct check_result *r);
 
+/* Add the findings of every prototype process pid has loaded, read from its
+ * memory with the build's layout lj (check_proc.c). 0, or -1 with err. */
+int check__process(pid_t pid, const struct check_ctx *c, const struct lj_layout *lj,
+		   struct check_result *r, char *err, size_t errsz);
+
 /* Whether a finding is a blocker the recorder will meet (exit status 1). */
 int check__is_blocker(const struct check_finding *f);
 

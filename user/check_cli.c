@@ -429,6 +429,41 @@ static void syntax_error(const char *path, const char *msg)
 
 static int check__profile_samples(const char *profile, struct check_result *r) { (void)profile; (void)r; return 0; }
 
+/* check -p PID: what the process has loaded, against its own LuaJIT. */
+static int check_pid(const struct check_opts *o, struct lj_target *t)
+{
+	struct check_result r = { 0 };
+	const struct lj_recorder *rec;
+	struct check_ctx ctx;
+	char err[512], build[256];
+	int status = 2;
+
+	if (lj_target__identify(t, o->pid, err, sizeof(err))) {
+		error_line("%s", err);
+		goto out;
+	}
+	if (!(rec = lj_recorder__of(t, build, sizeof(build)))) {
+		error_line("process %d: %s", o->pid, build);
+		goto out;
+	}
+	if (check__ctx_init(&ctx, lj_target__build(t), rec, err, sizeof(err))) {
+		error_line("process %d: %s", o->pid, err);
+		goto out;
+	}
+	if (check__process(o->pid, &ctx, &t->layout, &r, err, sizeof(err)))
+		error_line("%s", err);
+	else if (!(o->profile && check__profile_samples(o->profile, &r)) && !write_result(o, &r, build))
+		status = 0;
+	for (size_t k = 0; status == 0 && k < r.n; k++)
+		if (check__is_blocker(&r.f[k]))
+			status = 1;
+	check__ctx_free(&ctx);
+out:
+	check__result_free(&r);
+	free(t);
+	return errors ? 2 : status;
+}
+
 int check__run(const struct check_opts *o)
 {
 	const char *luajit = o->luajit ? o->luajit : "luajit";
@@ -443,6 +478,8 @@ int check__run(const struct check_opts *o)
 
 	if (!t)
 		return error_line("out of memory"), 2;
+	if (o->pid)
+		return check_pid(o, t);
 	collect(o, &fl);
 	if (!fl.n)
 		goto done;
