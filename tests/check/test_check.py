@@ -294,3 +294,38 @@ def test_lua_api_gives_the_clis_rows(build):
     assert api.returncode == 0, api.stderr
     assert sorted(rows(api.stdout)) == sorted(rows(cli.stdout))
     assert api.stderr == "false check:1: unexpected symbol near '='\n"
+
+
+@pytest.mark.parametrize("build", CHECK_BUILDS)
+def test_pid_reads_loaded_and_generated_code(build):
+    """check -p PID: a running program's prototypes, from its memory: its
+    file's code and the chunk it made with loadstring (named as LuaJIT
+    names it), without reading any file."""
+    b = ready_build(build)
+    p = subprocess.Popen(list(b.command("loader.lua")), cwd=CHECK, stdout=subprocess.PIPE,
+                         text=True, env=b.environ())
+    try:
+        assert p.stdout.readline() == "ready\n"
+        r = subprocess.run([str(NUPP), "check", "-p", str(p.pid)], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 1, r.stderr
+        got = {(x[0], x[3], x[6]) for x in rows(r.stdout)}
+        assert ("blacklist", "trace.nyi-bytecode.FNEW", "generated:2") in got
+        assert ("info", "trace.stitch.string.gsub", "loader.lua:10") in got
+        assert p.poll() is None		# unharmed, still running
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_pid_errors():
+    r = subprocess.run([str(NUPP), "check", "-p", "999999999"], capture_output=True, text=True)
+    assert (r.returncode, r.stderr) == (2, "nupp-bpf: error: no process with PID 999999999\n")
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        r = subprocess.run([str(NUPP), "check", "-p", str(sleeper.pid)], capture_output=True, text=True)
+        assert r.returncode == 2
+        assert r.stderr == f"nupp-bpf: error: process {sleeper.pid} does not contain LuaJIT\n"
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -7,6 +7,7 @@ client keeps the workers busy, and is judged on what the workers run
 (tests/integration/nginx/handler.lua, hot spots known by construction) and on leaving
 the server as it found it."""
 import csv
+import json
 import http.client
 import os
 import re
@@ -263,3 +264,29 @@ def test_nginx_workers_profiled(nginx, tmp_path, kind):
         assert server.get(f"/sum?n={SUM_N}") == (200, load.want_sum)
     assert server.errors() == []
     assert server.quit() == 0
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_check_reads_a_running_worker(nginx, kind):
+    """`nupp-bpf check -p WORKER`: every prototype the worker has loaded,
+    read from its memory, no source file needed: the handler's closure in
+    the /closures loop is a blacklisting FNEW at its marked line, and code
+    of the Lua module's own libraries (resty.core, loaded at start) is read
+    too. The worker goes on serving."""
+    server = nginx(kind)
+    for path in ("/sum?n=1000", "/closures"):
+        assert server.get(path)[0] == 200
+    worker = server.workers[0]
+    r = subprocess.run([str(NUPP), "check", "-p", str(worker), "--format", "sarif"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr		# a blocker
+    results = json.loads(r.stdout)["runs"][0]["results"]
+    fnew = line_of(SERVER / "handler.lua", "NYI: bytecode FNEW")
+    sites = {(x["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].rpartition("/")[2],
+              x["locations"][0]["physicalLocation"]["region"]["startLine"],
+              x["properties"]["reasonId"], x["properties"]["severity"]) for x in results}
+    assert ("handler.lua", fnew, "trace.nyi-bytecode.FNEW", "blacklist") in sites
+    uris = {x["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for x in results}
+    assert any("resty/" in u for u in uris), sorted(uris)
+    assert server.get("/sum?n=10") == (200, f"{checksum(10)}\n")
+    assert server.errors() == []
