@@ -45,7 +45,7 @@ ROOT = os.path.dirname(HERE)
 BETA3 = "8271c643c21d1b2f344e339f559f2de6f3663191"
 FORKS = [("luajit", "build/git/luajit.git", "v2.1"),
          ("luajit2", "build/git/luajit2.git", "v2.1-agentzh")]
-RECORDER_FILES = ["lj_record.c", "lj_ffrecord.c", "lj_crecord.c", "lj_trace.c", "lj_jit.h", "lj_bc.h", "Makefile",
+RECORDER_FILES = ["lj_record.c", "lj_ffrecord.c", "lj_crecord.c", "lj_trace.c", "lj_dispatch.h", "lj_jit.h", "lj_bc.h", "Makefile",
                   "host/buildvm_lib.c"]
 # buildvm's simplistic pre-processor: the blocks it drops in a default build.
 OFF_BLOCKS = {"#if LJ_52"}
@@ -174,6 +174,10 @@ def recorder(read):
     if not abort:
         die("no trace_abort in lj_trace.c")
     minstitch = re.search(r"_\(\\\d+, minstitch,\s*(\d+)\)", jith)
+    hotloop = re.search(r"_\(\\\d+, hotloop,\s*(\d+)\)", jith)
+    hotcount = re.search(r"#define HOTCOUNT_LOOP\s+(\d+)", read("lj_dispatch.h"))
+    if not hotloop or not hotcount:
+        die("no hotloop in lj_jit.h or HOTCOUNT_LOOP in lj_dispatch.h")
     return {
         "builtins": builtins,
         "nyi_bytecodes": [op for op in opcodes if op in nyi_bc],
@@ -183,6 +187,8 @@ def recorder(read):
         "nostitch_ops": re.findall(r"op == BC_(\w+)", nyi),
         "nostitch_builtins": [c.replace("_", ".", 1) for c in re.findall(r"case FF_(\w+):", nyi)],
         "minstitch": int(minstitch.group(1)) if minstitch else 0,
+        # A loop starts a trace after hotloop / HOTCOUNT_LOOP iterations.
+        "hot_iterations": int(hotloop.group(1)) // int(hotcount.group(1)),
         # Where an abort raised in a builtin's handler is reported: the Lua
         # frame that called it (trace_abort walks down to it), or the
         # builtin itself (lj_debug_frame's innermost frame).
@@ -303,9 +309,9 @@ def emit_c(doc, out):
                      (key, i, " ".join(cstr(s) + "," for s in r[key] + [None] if s) + " NULL"))
     w.append("const struct lj_recorder lj_recorders[] = {")
     for i, r in enumerate(doc["recorders"]):
-        w.append("\t{ builtins_%d, %d, nyi_bytecodes_%d, %d, %d, %d, nostitch_ops_%d, nostitch_builtins_%d, %d, %d }," %
+        w.append("\t{ builtins_%d, %d, nyi_bytecodes_%d, %d, %d, %d, nostitch_ops_%d, nostitch_builtins_%d, %d, %d, %d }," %
                  (i, len(r["builtins"]), i, int(r["varg_multi_nyi"]), int(r["stitch"]), int(r["nyi_aborts"]),
-                  i, i, r["minstitch"], int(r["builtin_abort_at_caller"])))
+                  i, i, r["minstitch"], int(r["builtin_abort_at_caller"]), r["hot_iterations"]))
     w.append("};")
     w.append("const struct lj_recorder_row lj_recorder_rows[] = {")
     for row in doc["rows"]:

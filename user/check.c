@@ -39,12 +39,12 @@
 enum check_op {
 	OP_MOV, OP_KSTR, OP_GGET, OP_TGETS, OP_UGET, OP_CALL, OP_CALLM, OP_CALLT, OP_CALLMT,
 	OP_VARG, OP_FNEW, OP_KNIL, OP_ITERC, OP_ITERN, OP_FORI, OP_FORL, OP_ITERL, OP_JMP,
-	OP_LOOP, OP_UCLO, OP_ISNEXT, OP__N
+	OP_LOOP, OP_UCLO, OP_ISNEXT, OP_KSHORT, OP__N
 };
 static const char *const op_names[OP__N] = {
 	"MOV", "KSTR", "GGET", "TGETS", "UGET", "CALL", "CALLM", "CALLT", "CALLMT",
 	"VARG", "FNEW", "KNIL", "ITERC", "ITERN", "FORI", "FORL", "ITERL", "JMP",
-	"LOOP", "UCLO", "ISNEXT",
+	"LOOP", "UCLO", "ISNEXT", "KSHORT",
 };
 
 #define NSLOTS		256
@@ -170,6 +170,7 @@ struct slots {
 struct loop {
 	int start, end;		/* instruction indices, both inside the loop */
 	int line;
+	int cold;		/* a for loop of constant bounds too short to get hot */
 };
 
 struct proto_walk {
@@ -181,7 +182,7 @@ struct proto_walk {
 	int **child_uv;		/* by prototype: what its upvalues hold, from its FNEW */
 	struct loop *loops;
 	int nloops;
-	int loops_end_min;	/* where the first loop to end ends */
+	int hot_after;		/* the end of the first loop nest that can get hot, -1 none */
 	unsigned char *target;	/* by instruction: a jump lands there */
 	int *jsrc, *jdst, njumps;
 	const char *path;
@@ -220,6 +221,47 @@ static int branch_target(const struct proto_walk *w, int j)
 	return -1;
 }
 
+/* Does the for loop whose body starts at t and whose FORL is at j run a
+ * constant number of times, too few for the loop to get hot? Its FORI's
+ * start, stop and step are set by the three instructions before it. */
+static int cold_for(const struct proto_walk *w, int t, int j)
+{
+	const struct bc_proto *pt = w->pt;
+	int kshort = w->c->op[OP_KSHORT], v[3], seen = 0;
+
+	if (t < 1 || !is_op(w, bc_op(pt->ins[j]), OP_FORL) || !is_op(w, bc_op(pt->ins[t - 1]), OP_FORI))
+		return 0;
+	for (int i = t - 2; i >= 0 && i >= t - 4; i--) {
+		__u32 ins = pt->ins[i];
+		int a = bc_a(ins) - bc_a(pt->ins[t - 1]);
+
+		if (bc_op(ins) != kshort || a < 0 || a > 2)
+			break;
+		v[a] = (__s16)bc_d(ins), seen |= 1 << a;
+	}
+	if (seen != 7 || v[2] == 0)
+		return 0;
+	return (v[1] - v[0]) / v[2] + 1 < w->c->rec->hot_iterations;
+}
+
+/* Where the first loop nest that can get hot ends: after it, a trace
+ * leaving it (a side trace of an inner loop's exit) records on. */
+static int first_hot_nest_end(const struct proto_walk *w)
+{
+	int best = -1;
+
+	for (int i = 0; i < w->nloops; i++) {
+		const struct loop *l = &w->loops[i];
+		int hot = 0;
+
+		for (int k = 0; k < w->nloops && !hot; k++)
+			hot = !w->loops[k].cold && w->loops[k].start >= l->start && w->loops[k].end <= l->end;
+		if (hot && (best < 0 || l->end < best))
+			best = l->end;
+	}
+	return best;
+}
+
 static int find_loops(struct proto_walk *w)
 {
 	const struct bc_proto *pt = w->pt;
@@ -242,8 +284,7 @@ static int find_loops(struct proto_walk *w)
 			int head = t > 0 ? bc_op(pt->ins[t - 1]) : -1;
 
 			l->start = t, l->end = j;
-			if (w->nloops == 1 || j < w->loops_end_min)
-				w->loops_end_min = j;
+			l->cold = cold_for(w, t, j);
 			/* A for loop's FORI, an iterator loop's JMP to its ITERC,
 			 * stand on the loop's own line; a while loop starts at t. */
 			l->line = t > 0 && (is_op(w, head, OP_FORI) || is_op(w, head, OP_JMP) ||
@@ -324,7 +365,7 @@ static int add_finding(struct proto_walk *w, int j, const char *tmpl, const char
 	 * blockers after a loop, where a trace leaving it goes on (a side
 	 * trace of an inner loop's exit, a stitched trace) until it aborts. */
 	if (pt->parent < 0 && pt->firstline == 0 && name[0] == '@' && !l &&
-	    !(w->nloops && w->loops_end_min < j && f_row && !strcmp(f_row->cls, "blocker")))
+	    !(w->hot_after >= 0 && w->hot_after < j && f_row && !strcmp(f_row->cls, "blocker")))
 		return 0;
 	if (r->n == r->cap) {
 		size_t cap = r->cap ? 2 * r->cap : 64;
@@ -341,6 +382,14 @@ static int add_finding(struct proto_walk *w, int j, const char *tmpl, const char
 	f->line = pt->line[j];
 	f->loop_line = l ? l->line : 0;
 	f->func_line = pt->firstline;
+	f->func_last = pt->firstline + pt->numline;
+	{
+		/* A profile's frames name a chunk as jit.v does: the file's base name. */
+		const char *base = name[0] == '@' || name[0] == '=' ? name + 1 : name;
+		const char *slash = name[0] == '@' ? strrchr(base, '/') : NULL;
+
+		snprintf(f->chunk, sizeof(f->chunk), "%s", slash ? slash + 1 : base);
+	}
 	f->pc = j + 1;	/* ins[j] is the instruction at pc j+1 */
 	f->samples = -1;
 	snprintf(f->reason, sizeof(f->reason), "%s", tmpl);
@@ -565,6 +614,7 @@ static int walk_proto(struct proto_walk *w)
 	w->first = w->r->n;
 	if (find_loops(w) || !(in = calloc(pt->nins + 1, sizeof(*in))) || settle(w, in))
 		goto out;
+	w->hot_after = first_hot_nest_end(w);
 	/* The findings, and what each child's upvalues hold. */
 	memset(&s, 0, sizeof(s));
 	blocker_at = calloc(pt->nins + 1, sizeof(int));

@@ -49,9 +49,11 @@ struct check_finding {
 	int line;
 	int loop_line;			/* the innermost enclosing loop's line, 0 none */
 	int func_line;			/* the enclosing function's first line */
+	int func_last;			/* and its last */
 	int after_line;			/* info: reached only after the blocker there */
 	int pc;				/* its bytecode position in the function */
 	double samples;			/* --profile: its function's samples, -1 none */
+	char chunk[128];		/* the chunk's file name, as profiles name it */
 };
 
 struct check_result {

@@ -427,7 +427,68 @@ static void syntax_error(const char *path, const char *msg)
 	error_line("%s: %s", path, msg);
 }
 
-static int check__profile_samples(const char *profile, struct check_result *r) { (void)profile; (void)r; return 0; }
+/* Does a collapsed stack's frame stand in the function of finding x?
+ * Frames name a function by its name or, when it has none, by its first
+ * line ("app.lua:17", the main chunk "app.lua:0"); with --lines the current
+ * line follows ("app.lua:update:42"). A named function is known by that
+ * line falling in its range (the main chunk's range holds every other, so
+ * it is known by its name 0 alone). */
+static int frame_in(const char *fr, size_t n, const struct check_finding *x)
+{
+	size_t cl = strlen(x->chunk);
+	const char *name = fr + cl + 1, *end = fr + n, *colon;
+	int first, line, named;
+
+	if (n <= cl + 1 || memcmp(fr, x->chunk, cl) || fr[cl] != ':')
+		return 0;
+	colon = memchr(name, ':', end - name);
+	named = !(name[0] >= '0' && name[0] <= '9');
+	if (!named)
+		return sscanf(name, "%d", &first) == 1 && first == x->func_line;
+	return colon && x->func_line > 0 && sscanf(colon + 1, "%d", &line) == 1 &&
+	       line >= x->func_line && line <= x->func_last;
+}
+
+/* --profile FILE: each finding's samples, those of the stacks that pass
+ * through its function (collapsed stacks, from record --lines; without
+ * --lines only functions named by their first line are found). */
+static int check__profile_samples(const char *profile, struct check_result *r)
+{
+	FILE *f = fopen(profile, "r");
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+
+	if (!f) {
+		error_line("cannot read %s: %s", profile, strerror(errno));
+		return -1;
+	}
+	for (size_t i = 0; i < r->n; i++)
+		r->f[i].samples = 0;
+	while ((len = getline(&line, &cap, f)) > 0) {
+		char *sp = strrchr(line, ' '), *end;
+		double count;
+
+		if (!sp || (count = strtod(sp + 1, &end), end == sp + 1)) {
+			error_line("%s: not collapsed stacks (\"frame;frame count\" lines)", profile);
+			fclose(f), free(line);
+			return -1;
+		}
+		*sp = 0;
+		for (size_t i = 0; i < r->n; i++) {
+			for (char *fr = line, *semi; fr; fr = semi ? semi + 1 : NULL) {
+				semi = strchr(fr, ';');
+				if (frame_in(fr, semi ? (size_t)(semi - fr) : strlen(fr), &r->f[i])) {
+					r->f[i].samples += count;
+					break;
+				}
+			}
+		}
+	}
+	fclose(f);
+	free(line);
+	return 0;
+}
 
 /* check -p PID: what the process has loaded, against its own LuaJIT. */
 static int check_pid(const struct check_opts *o, struct lj_target *t)

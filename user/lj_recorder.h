@@ -42,6 +42,7 @@ struct lj_recorder {
 	int minstitch;		/* default -Ominstitch: shorter stitched traces abort */
 	int builtin_abort_at_caller;	/* a handler's abort is located at its Lua caller
 					 * (else at the builtin, as jit.v names it) */
+	int hot_iterations;	/* a loop is recorded after this many iterations */
 };
 
 /* A revision where the recorder's sources changed, or a Debian tree. */
