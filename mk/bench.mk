@@ -22,6 +22,10 @@ bench: $(B)/nupp-bpf lua
 	$(Q)$(PYTHON) scripts/doc-section.py bench-large \
 		"A large program: nupp-bpf's own CPU (\`scripts/bench-large.py\`)" \
 		$(PYTHON) scripts/bench-large.py --luajit $(LUAJIT)
+	$(call msg,BENCH,scripts/bench-check.py)
+	$(Q)$(PYTHON) scripts/doc-section.py bench-check \
+		"\`nupp-bpf check\`: lines of Lua read per second on one core (\`scripts/bench-check.py\`)" \
+		$(PYTHON) scripts/bench-check.py --luajit $(LUAJIT)
 	$(Q)$(MAKE) --no-print-directory bench-dump
 
 bench-dump: $(B)/nupp-bpf $(B)/tests/luahost

@@ -16,7 +16,10 @@ location and reasonId:
              in a separate run of the program).
 
   check-agreement.py [--luajit PATH] [--nupp build/nupp-bpf] [--json OUT]
-                     PROGRAM[:ARGS]... | --list FILE
+                     [--also LIBDIR]... PROGRAM[:ARGS]... | --list FILE
+
+--also names library code the programs load (a test suite's modules):
+checked with each program, its sites count as the program's.
 
 A program is run in its own directory with its ARGS (split on ','). Needs
 root (the collector). python3 standard library only. See docs/check.md.
@@ -93,8 +96,8 @@ def run_hot(luajit, prog, args, tmp):
     return hot
 
 
-def run_check(nupp, luajit, prog):
-    r = subprocess.run([nupp, "check", "--luajit", luajit, "--format", "sarif", prog],
+def run_check(nupp, luajit, prog, also):
+    r = subprocess.run([nupp, "check", "--luajit", luajit, "--format", "sarif", prog] + also,
                        capture_output=True, text=True, timeout=600)
     if r.returncode == 2:
         raise RuntimeError("check failed: " + r.stderr.strip()[-300:])
@@ -112,6 +115,8 @@ def main():
     ap.add_argument("--luajit", default="luajit")
     ap.add_argument("--nupp", default=os.path.join(ROOT, "build", "nupp-bpf"))
     ap.add_argument("--json", help="write the figures and every miss here")
+    ap.add_argument("--also", action="append", default=[], metavar="PATH",
+                    help="library code the programs load, checked with each (repeatable)")
     a = ap.parse_args()
     progs = list(a.programs)
     if a.list:
@@ -119,6 +124,12 @@ def main():
         with open(a.list) as f:
             progs += [os.path.join(base, l.strip()) for l in f if l.strip() and not l.startswith("#")]
     total = {"runtime": 0, "found": 0, "generated": 0, "predicted": 0, "aborted": 0}
+    lib_names = set()
+    for lib in a.also:
+        for base, _, files in os.walk(lib):
+            lib_names |= {f for f in files if f.endswith(".lua")}
+        if os.path.isfile(lib):
+            lib_names.add(os.path.basename(lib))
     misses, false, generated, failed = [], [], [], []
     for spec in progs:
         prog, _, args = spec.partition(":")
@@ -127,7 +138,7 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             try:
                 rt = run_trace(a.nupp, a.luajit, prog, args, tmp)
-                st = run_check(a.nupp, a.luajit, prog)
+                st = run_check(a.nupp, a.luajit, prog, a.also)
                 hot = run_hot(a.luajit, prog, args, tmp)
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 failed.append({"program": spec, "error": str(e)})
@@ -138,11 +149,12 @@ def main():
             p = x["properties"]
             if p["severity"] in ("blacklist", "warn") and x["level"] != "note" and x["ruleId"].startswith("trace.nyi"):
                 pred[(p["location"], p["reasonId"])] = (p["functionLine"], p["pc"])
-        own = name + ":"
+        checked = {name} | {os.path.basename(x["locations"][0]["physicalLocation"]["artifactLocation"]["uri"])
+                             for x in st} | lib_names
         for site in sorted(rtb):
             if not decidable(site[1]):
                 continue
-            if not site[0].startswith(own):
+            if site[0].rpartition(":")[0] not in checked:
                 total["generated"] += 1
                 generated.append({"program": spec, "location": site[0], "reasonId": site[1]})
                 continue
@@ -151,9 +163,9 @@ def main():
                 total["found"] += 1
             else:
                 misses.append({"program": spec, "location": site[0], "reasonId": site[1]})
-        hot_lines = {(first, cur) for (src, first, cur) in hot if src == name}
+        hot_lines = {(src, first, cur) for (src, first, cur) in hot}
         for site, where in sorted(pred.items(), key=lambda kv: kv[0]):
-            ran = site in rtb or where in hot_lines
+            ran = site in rtb or (site[0].rpartition(":")[0],) + where in hot_lines
             if not ran:
                 continue
             total["predicted"] += 1

@@ -182,7 +182,6 @@ struct proto_walk {
 	int **child_uv;		/* by prototype: what its upvalues hold, from its FNEW */
 	struct loop *loops;
 	int nloops;
-	int hot_after;		/* the end of the first loop nest that can get hot, -1 none */
 	unsigned char *target;	/* by instruction: a jump lands there */
 	int *jsrc, *jdst, njumps;
 	const char *path;
@@ -242,24 +241,6 @@ static int cold_for(const struct proto_walk *w, int t, int j)
 	if (seen != 7 || v[2] == 0)
 		return 0;
 	return (v[1] - v[0]) / v[2] + 1 < w->c->rec->hot_iterations;
-}
-
-/* Where the first loop nest that can get hot ends: after it, a trace
- * leaving it (a side trace of an inner loop's exit) records on. */
-static int first_hot_nest_end(const struct proto_walk *w)
-{
-	int best = -1;
-
-	for (int i = 0; i < w->nloops; i++) {
-		const struct loop *l = &w->loops[i];
-		int hot = 0;
-
-		for (int k = 0; k < w->nloops && !hot; k++)
-			hot = !w->loops[k].cold && w->loops[k].start >= l->start && w->loops[k].end <= l->end;
-		if (hot && (best < 0 || l->end < best))
-			best = l->end;
-	}
-	return best;
 }
 
 static int find_loops(struct proto_walk *w)
@@ -361,11 +342,12 @@ static int add_finding(struct proto_walk *w, int j, const char *tmpl, const char
 	const char *name = w->ch->name;
 	const struct trace_reason *f_row = trace_reason__by_text(tmpl);
 
-	/* A file's main chunk runs once: the recorder sees its loops, and
-	 * blockers after a loop, where a trace leaving it goes on (a side
-	 * trace of an inner loop's exit, a stitched trace) until it aborts. */
+	/* A file's main chunk runs once, but traces reach its straight code:
+	 * a side trace of a loop's exit, a trace started in a callee that
+	 * returns into it, each records on until it aborts. Its blockers are
+	 * reported; its stitches and stops are not (nothing to gain there). */
 	if (pt->parent < 0 && pt->firstline == 0 && name[0] == '@' && !l &&
-	    !(w->hot_after >= 0 && w->hot_after < j && f_row && !strcmp(f_row->cls, "blocker")))
+	    !(f_row && !strcmp(f_row->cls, "blocker")))
 		return 0;
 	if (r->n == r->cap) {
 		size_t cap = r->cap ? 2 * r->cap : 64;
@@ -530,6 +512,9 @@ static int behind(const struct proto_walk *w, int from, int a, int b)
 	for (int i = 0; i < w->nloops; i++)
 		if (w->loops[i].start > a && w->loops[i].start <= b)
 			return 0;
+	for (int j = a + 1; j < b; j++)	/* a trace started in a callee returns here */
+		if (is_op(w, bc_op(w->pt->ins[j]), OP_CALL) || is_op(w, bc_op(w->pt->ins[j]), OP_CALLM))
+			return 0;
 	return 1;
 }
 
@@ -614,7 +599,6 @@ static int walk_proto(struct proto_walk *w)
 	w->first = w->r->n;
 	if (find_loops(w) || !(in = calloc(pt->nins + 1, sizeof(*in))) || settle(w, in))
 		goto out;
-	w->hot_after = first_hot_nest_end(w);
 	/* The findings, and what each child's upvalues hold. */
 	memset(&s, 0, sizeof(s));
 	blocker_at = calloc(pt->nins + 1, sizeof(int));
@@ -669,7 +653,8 @@ static int walk_proto(struct proto_walk *w)
 			const struct loop *l = loop_of(w, j);
 			int from = l ? l->start : 0;
 
-			f->severity = l ? "blacklist" : "warn";
+			/* A loop too short to get hot is never blacklisted. */
+			f->severity = l && !l->cold ? "blacklist" : "warn";
 			for (int k = 0; k < nblockers && blocker_at[k] < j; k++)
 				if (blocker_at[k] >= from && behind(w, from, blocker_at[k], j)) {
 					f->severity = "info";
