@@ -13,7 +13,9 @@ location and reasonId:
   precision  the predicted blocker sites (severity blacklist or warn) that
              aborted, counted in code that ran hot: functions the recorder
              recorded the site's bytecode (jit.attach "record" events,
-             in a separate run of the program).
+             in a separate run of the program). Printed twice: against
+             the collector's runs, and against LuaJIT's own abort events
+             (jit.attach "trace") in the runs that found the code hot.
 
   check-agreement.py [--luajit PATH] [--nupp build/nupp-bpf] [--json OUT]
                      [--also LIBDIR]... PROGRAM[:ARGS]... | --list FILE
@@ -21,7 +23,10 @@ location and reasonId:
 --also names library code the programs load (a test suite's modules):
 checked with each program, its sites count as the program's.
 
-A program is run in its own directory with its ARGS (split on ','). Needs
+A program is run in its own directory with its ARGS (split on ','), --runs
+times under each (2.1 seeds the recorder's penalty PRNG at random: which
+traces form, and where they abort, varies from run to run); the sites of
+the runs are joined. Needs
 root (the collector). python3 standard library only. See docs/check.md.
 """
 
@@ -50,6 +55,16 @@ jit.attach(function(tr, func, pc)
     seen[src .. "\0" .. (fi.linedefined or 0) .. "\0" .. pc] = true
   end
 end, "record")
+local vmdef = require("jit.vmdef")
+jit.attach(function(what, tr, func, pc, otr, oex)
+  if what ~= "abort" then return end
+  local fi = jutil.funcinfo(func, pc)
+  local src = fi.source
+  if src and src:sub(1, 1) == "@" and otr == 7 and type(oex) == "number" then
+    local name = vmdef.bcnames:sub(oex * 6 + 1, oex * 6 + 6):gsub(" +$", "")
+    seen["A" .. src .. "\0" .. (fi.currentline or 0) .. "\0" .. name] = true
+  end
+end, "trace")
 local out = os.getenv("NUPP_HOT")
 local function dump()
   local f = io.open(out, "w")
@@ -87,13 +102,17 @@ def run_hot(luajit, prog, args, tmp):
     subprocess.run([luajit, "-e", "dofile(%r)" % hook, os.path.basename(prog)] + args,
                    cwd=os.path.dirname(os.path.abspath(prog)), stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, env=dict(os.environ, NUPP_HOT=out), timeout=600)
-    hot = set()
+    hot, vm = set(), set()
     if os.path.exists(out):
         with open(out) as f:
             for line in f:
                 src, first, cur = line.rstrip("\n").rsplit("\t", 2)
-                hot.add((os.path.basename(src.lstrip("@")), int(first), int(cur)))
-    return hot
+                if src.startswith("A"):	# an NYI bytecode abort, as jit.attach saw it
+                    vm.add(("%s:%s" % (os.path.basename(src[1:].lstrip("@")), first),
+                            "trace.nyi-bytecode." + cur))
+                else:
+                    hot.add((os.path.basename(src.lstrip("@")), int(first), int(cur)))
+    return hot, vm
 
 
 def run_check(nupp, luajit, prog, also):
@@ -115,6 +134,9 @@ def main():
     ap.add_argument("--luajit", default="luajit")
     ap.add_argument("--nupp", default=os.path.join(ROOT, "build", "nupp-bpf"))
     ap.add_argument("--json", help="write the figures and every miss here")
+    ap.add_argument("--runs", type=int, default=3,
+                    help="runs of each program under each (their sites joined): LuaJIT seeds its "
+                         "penalty PRNG at random, so which traces abort where varies")
     ap.add_argument("--also", action="append", default=[], metavar="PATH",
                     help="library code the programs load, checked with each (repeatable)")
     a = ap.parse_args()
@@ -123,7 +145,7 @@ def main():
         base = os.path.dirname(os.path.abspath(a.list))
         with open(a.list) as f:
             progs += [os.path.join(base, l.strip()) for l in f if l.strip() and not l.startswith("#")]
-    total = {"runtime": 0, "found": 0, "generated": 0, "predicted": 0, "aborted": 0}
+    total = {"runtime": 0, "found": 0, "generated": 0, "predicted": 0, "aborted": 0, "aborted_vm": 0}
     lib_names = set()
     for lib in a.also:
         for base, _, files in os.walk(lib):
@@ -137,9 +159,13 @@ def main():
         name = os.path.basename(prog)
         with tempfile.TemporaryDirectory() as tmp:
             try:
-                rt = run_trace(a.nupp, a.luajit, prog, args, tmp)
+                rt, hot, vm = [], set(), set()
+                for _ in range(a.runs):
+                    rt += run_trace(a.nupp, a.luajit, prog, args, tmp)
+                    h, v = run_hot(a.luajit, prog, args, tmp)
+                    hot |= h
+                    vm |= v
                 st = run_check(a.nupp, a.luajit, prog, a.also)
-                hot = run_hot(a.luajit, prog, args, tmp)
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 failed.append({"program": spec, "error": str(e)})
                 continue
@@ -172,20 +198,28 @@ def main():
             if site in rtb:
                 total["aborted"] += 1
             else:
-                false.append({"program": spec, "location": site[0], "reasonId": site[1]})
+                false.append({"program": spec, "location": site[0], "reasonId": site[1],
+                              "luajitAborted": site in vm})
+            if site in rtb or site in vm:
+                total["aborted_vm"] += 1
         print("%-28s runtime %d, predicted %d" % (name, len([s for s in rtb if decidable(s[1])]), len(pred)),
               file=sys.stderr)
     recall = total["found"] / total["runtime"] if total["runtime"] else 1.0
     precision = total["aborted"] / total["predicted"] if total["predicted"] else 1.0
+    precision_vm = total["aborted_vm"] / total["predicted"] if total["predicted"] else 1.0
     doc = {"programs": len(progs), "failed": failed, "recall": recall, "precision": precision,
+           "precisionLuaJIT": precision_vm,
            "counts": total, "misses": misses, "false": false, "generated": generated}
     print("programs %d (%d failed)  recall %.3f (%d of %d)  precision %.3f (%d of %d)  runtime-generated %d"
           % (len(progs), len(failed), recall, total["found"], total["runtime"], precision, total["aborted"],
              total["predicted"], total["generated"]))
+    print("precision against LuaJIT's own abort events (jit.attach, in the runs that found the code hot): "
+          "%.3f (%d of %d)" % (precision_vm, total["aborted_vm"], total["predicted"]))
     for m in misses:
         print("  miss   %(program)s %(location)s %(reasonId)s" % m)
     for m in false:
-        print("  false  %(program)s %(location)s %(reasonId)s" % m)
+        print("  false  %(program)s %(location)s %(reasonId)s%(why)s" %
+              dict(m, why="  (LuaJIT aborted there, in a run under jit.attach)" if m["luajitAborted"] else ""))
     for m in failed:
         print("  failed %(program)s %(error)s" % m)
     if a.json:
