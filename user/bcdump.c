@@ -90,7 +90,7 @@ static int read_proto(struct reader *r, struct bc_chunk *c, int *stack, int *nst
 		      char **w, char *err, size_t errsz)
 {
 	struct bc_proto *pt = &c->protos[c->nprotos];
-	__u32 sizedbg = 0, sizekn;
+	__u32 sizedbg = 0, sizekn, nins, nkgc;
 	const __u8 *p;
 	int i;
 
@@ -99,9 +99,9 @@ static int read_proto(struct reader *r, struct bc_chunk *c, int *stack, int *nst
 	if (!(p = take(r, 4)))
 		goto bad;
 	pt->flags = p[0], pt->numparams = p[1], pt->framesize = p[2], pt->nuv = p[3];
-	pt->nkgc = uleb(r);
+	nkgc = uleb(r);
 	sizekn = uleb(r);
-	pt->nins = uleb(r);
+	nins = uleb(r);
 	if (!strip) {
 		sizedbg = uleb(r);
 		if (sizedbg) {
@@ -109,8 +109,10 @@ static int read_proto(struct reader *r, struct bc_chunk *c, int *stack, int *nst
 			pt->numline = uleb(r);
 		}
 	}
-	if (r->bad || pt->nins > (1 << 24) || pt->nkgc > (1 << 24))
+	/* Each instruction is 4 bytes of the dump, each constant at least 1. */
+	if (r->bad || nins > (__u32)(r->end - r->p) / 4 || nkgc > (__u32)(r->end - r->p))
 		goto bad;
+	pt->nins = (int)nins, pt->nkgc = (int)nkgc;
 	pt->ins = calloc(pt->nins + 1, sizeof(*pt->ins));
 	pt->line = calloc(pt->nins + 1, sizeof(*pt->line));
 	pt->uv = calloc(pt->nuv + 1, sizeof(*pt->uv));
