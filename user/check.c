@@ -17,24 +17,12 @@
  * from its loop's head (or its function's entry) reaches only through
  * another blocker is never reached while that one stands.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
-#include <signal.h>
-#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include "abort_site.h"
 #include "check.h"
-#include "lj_target.h"
-#include "output.h"
-#include "trace_report.h"
-#include "formats.h"
 
 enum check_op {
 	OP_MOV, OP_KSTR, OP_GGET, OP_TGETS, OP_UGET, OP_CALL, OP_CALLM, OP_CALLT, OP_CALLMT,
