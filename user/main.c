@@ -50,9 +50,11 @@ static const char doc[] =
 "           its probes would go (each verified); attaches nothing\n"
 "  dump -p PID [--json]   the Lua stack of every VM of the process now, once,\n"
 "           with its VM state and each frame's line; blocked threads too\n"
-"  check [--luajit PATH] FILE|DIR...   the trace aborts of Lua code found\n"
-"           without running it: loaded by that LuaJIT (default: luajit on\n"
-"           PATH) and read against its recorder; exit 1 on a blocker\n"
+"  check [--luajit PATH] FILE|DIR... | check -p PID   the trace aborts of\n"
+"           Lua code found without running it: loaded by that LuaJIT\n"
+"           (default: luajit on PATH), or read from a running process, and\n"
+"           read against its recorder (CSV, --format text or sarif);\n"
+"           exit 1 on a blocker\n"
 "\v"
 "EXAMPLES (as root):\n"
 "  nupp-bpf -p 1234                  # profile and trace a running process\n"
@@ -68,7 +70,8 @@ static const char doc[] =
 "  flamegraph.pl nupp-1234.collapsed > flame.svg\n";
 
 static const char args_doc[] = "[record|trace|top] [-- CMD ARGS...]\ninspect FILE|-p PID\n"
-			       "dump -p PID [--json]\ncheck [--luajit PATH] [--format csv|text|sarif] FILE|DIR...";
+			       "dump -p PID [--json]\ncheck [--luajit PATH] [--format csv|text|sarif] [--profile FILE] FILE|DIR...\n"
+			       "check -p PID [--format csv|text|sarif]";
 
 enum {
 	OPT_DEPTH = 0x100, OPT_ROOT, OPT_ZONE, OPT_CLOCK, OPT_BENIGN, OPT_THREADS,

@@ -131,18 +131,21 @@ def test_blocker_agrees_with_runtime_collector(program, reason, build, tmp_path)
 @pytest.mark.parametrize("build", CHECK_BUILDS)
 def test_stitches_and_stops_agree_with_jit_v(build):
     """The builtins check says are stitched are those jit.v names in a
-    stitch; the trace that meets error() through pcall stops there."""
+    stitch; the trace that meets error() through pcall stops there; the
+    string.format check calls partial (%s of a table) is stitched too."""
     b = ready_build(build)
     found = {(x[3], x[6]) for x in rows(check(CHECK / "stitch.lua", build=build).stdout)}
-    assert found == {("trace.stitch.math.modf", "stitch.lua:5"),
-                     ("trace.builtin-stop.error", "stitch.lua:9")}
+    assert found == {("trace.stitch.math.modf", "stitch.lua:6"),
+                     ("trace.builtin-stop.error", "stitch.lua:10"),
+                     ("trace.builtin-partial.string.format", "stitch.lua:14")}
     v = subprocess.run(list(b.command("-jv", "stitch.lua")), cwd=CHECK, capture_output=True,
                        text=True, env=b.environ()).stderr
     # (stock luajit2 reads Debian luajit's jit/vmdef.lua: its builtin names
     # are another build's, so only the stitch is compared there)
-    name = r"math\.modf" if build == "stock-luajit" else r"\S+"
-    assert re.search(r"^\[TRACE +\d+ stitch\.lua:4 stitch %s\]$" % name, v, re.M), v
-    assert re.search(r"^\[TRACE +\d+ stitch\.lua:8 return\]$", v, re.M), v
+    modf, fmt = (r"math\.modf", r"string\.format") if build == "stock-luajit" else (r"\S+", r"\S+")
+    assert re.search(r"^\[TRACE +\d+ stitch\.lua:5 stitch %s\]$" % modf, v, re.M), v
+    assert re.search(r"^\[TRACE +\d+ stitch\.lua:9 return\]$", v, re.M), v
+    assert re.search(r"^\[TRACE +\d+ stitch\.lua:13 stitch %s\]$" % fmt, v, re.M), v
     assert "abort" not in v and "NYI" not in v
 
 
@@ -214,7 +217,7 @@ def test_output_file(tmp_path):
 def test_exit_status_zero_without_blockers():
     r = check(CHECK / "stitch.lua")
     assert r.returncode == 0, r.stderr
-    assert len(rows(r.stdout)) == 2
+    assert len(rows(r.stdout)) == 3
 
 
 def test_a_directory_is_walked(tmp_path):
