@@ -22,7 +22,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 #include "check.h"
+#include "profile.pb-c.h"
 #include "formats.h"
 #include "lj_target.h"
 #include "output.h"
@@ -449,16 +451,112 @@ static int frame_in(const char *fr, size_t n, const struct check_finding *x)
 	       line >= x->func_line && line <= x->func_last;
 }
 
-/* --profile FILE: each finding's samples, those of the stacks that pass
- * through its function (collapsed stacks, from record --lines; without
- * --lines only functions named by their first line are found). */
+static const Perftools__Profiles__Function *pb_function(const Perftools__Profiles__Profile *p, __u64 id)
+{
+	if (id >= 1 && id <= p->n_function && p->function[id - 1]->id == id)
+		return p->function[id - 1];	/* nupp-bpf numbers them so */
+	for (size_t i = 0; i < p->n_function; i++)
+		if (p->function[i]->id == id)
+			return p->function[i];
+	return NULL;
+}
+
+static const Perftools__Profiles__Location *pb_location(const Perftools__Profiles__Profile *p, __u64 id)
+{
+	if (id >= 1 && id <= p->n_location && p->location[id - 1]->id == id)
+		return p->location[id - 1];
+	for (size_t i = 0; i < p->n_location; i++)
+		if (p->location[i]->id == id)
+			return p->location[i];
+	return NULL;
+}
+
+static const char *pb_str(const Perftools__Profiles__Profile *p, int64_t i)
+{
+	return i >= 0 && (size_t)i < p->n_string_table ? p->string_table[i] : "";
+}
+
+/* A pprof profile (record's .pb.gz): each Function names its file and
+ * first line, which is exactly a finding's function. */
+static int profile_pprof(const char *path, struct check_result *r)
+{
+	gzFile gz = gzopen(path, "rb");
+	size_t len = 0, cap = 1 << 20;
+	char *buf = malloc(cap);
+	Perftools__Profiles__Profile *p = NULL;
+	int n;
+
+	if (!gz || !buf) {
+		error_line("cannot read %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	while ((n = gzread(gz, buf + len, cap - len)) > 0)
+		if ((len += n) == cap) {
+			char *nb = realloc(buf, cap *= 2);
+
+			if (!nb)
+				goto fail;
+			buf = nb;
+		}
+	if (n < 0 || !(p = perftools__profiles__profile__unpack(NULL, len, (const uint8_t *)buf))) {
+		error_line("%s: not a pprof profile", path);
+		goto fail;
+	}
+	for (size_t s = 0; s < p->n_sample; s++) {
+		const Perftools__Profiles__Sample *sm = p->sample[s];
+		double v = sm->n_value ? (double)sm->value[0] : 0;
+
+		for (size_t i = 0; i < r->n; i++) {
+			struct check_finding *x = &r->f[i];
+			int hit = 0;
+
+			/* Its own samples: the leaf (location 0, its innermost line). */
+			for (size_t l = 0; l < sm->n_location_id && l < 1; l++) {
+				const Perftools__Profiles__Location *loc = pb_location(p, sm->location_id[l]);
+
+				for (size_t k = 0; loc && k < loc->n_line && k < 1; k++) {
+					const Perftools__Profiles__Function *fn = pb_function(p, loc->line[k]->function_id);
+					const char *file = fn ? pb_str(p, fn->filename) : "", *base = strrchr(file, '/');
+
+					hit = fn && fn->start_line == x->func_line &&
+					      !strcmp(base ? base + 1 : file, x->chunk);
+				}
+			}
+			if (hit)
+				x->samples += v;
+		}
+	}
+	perftools__profiles__profile__free_unpacked(p, NULL);
+	gzclose(gz);
+	free(buf);
+	return 0;
+fail:
+	if (gz)
+		gzclose(gz);
+	free(buf);
+	return -1;
+}
+
+/* --profile FILE: each finding's samples, those its function took itself
+ * (the leaf of the stack: a main chunk under every stack would otherwise
+ * come first): pprof (exact), or collapsed stacks (from record --lines;
+ * without --lines only functions named by their first line are found). */
 static int check__profile_samples(const char *profile, struct check_result *r)
 {
 	FILE *f = fopen(profile, "r");
+	unsigned char magic[2] = { 0 };
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t len;
 
+	if (f && fread(magic, 1, 2, f) == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+		fclose(f);
+		for (size_t i = 0; i < r->n; i++)
+			r->f[i].samples = 0;
+		return profile_pprof(profile, r);
+	}
+	if (f)
+		rewind(f);
 	if (!f) {
 		error_line("cannot read %s: %s", profile, strerror(errno));
 		return -1;
@@ -466,7 +564,7 @@ static int check__profile_samples(const char *profile, struct check_result *r)
 	for (size_t i = 0; i < r->n; i++)
 		r->f[i].samples = 0;
 	while ((len = getline(&line, &cap, f)) > 0) {
-		char *sp = strrchr(line, ' '), *end;
+		char *sp = strrchr(line, ' '), *end, *leaf;
 		double count;
 
 		if (!sp || (count = strtod(sp + 1, &end), end == sp + 1)) {
@@ -475,15 +573,12 @@ static int check__profile_samples(const char *profile, struct check_result *r)
 			return -1;
 		}
 		*sp = 0;
-		for (size_t i = 0; i < r->n; i++) {
-			for (char *fr = line, *semi; fr; fr = semi ? semi + 1 : NULL) {
-				semi = strchr(fr, ';');
-				if (frame_in(fr, semi ? (size_t)(semi - fr) : strlen(fr), &r->f[i])) {
-					r->f[i].samples += count;
-					break;
-				}
-			}
-		}
+		/* Its own samples: the stack's leaf frame. */
+		leaf = strrchr(line, ';');
+		leaf = leaf ? leaf + 1 : line;
+		for (size_t i = 0; i < r->n; i++)
+			if (frame_in(leaf, strlen(leaf), &r->f[i]))
+				r->f[i].samples += count;
 	}
 	fclose(f);
 	free(line);

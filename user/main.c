@@ -114,8 +114,9 @@ static const struct argp_option options[] = {
 	{ "json", OPT_JSON, NULL, 0, "dump: JSON instead of text (schema in the README)", 3 },
 	{ "luajit", OPT_LUAJIT, "PATH", 0, "check: the LuaJIT that will run the code "
 	  "(default: luajit on PATH)", 3 },
-	{ "profile", OPT_PROFILE, "FILE", 0, "check: order findings by the samples of their "
-	  "function in this collapsed profile (from record --lines), hottest first", 3 },
+	{ "profile", OPT_PROFILE, "FILE", 0, "check: order findings by their function's own "
+	  "samples in this profile from record (pprof, or collapsed with --lines), hottest "
+	  "first; code that never ran is marked", 3 },
 	{ "verbose", 'v', NULL, 0, "libbpf debug output", 3 },
 	{ "help", 'h', NULL, 0, "Give this help list", -1 },
 	{ "usage", OPT_USAGE, NULL, 0, "Give a short usage message", -1 },

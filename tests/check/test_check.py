@@ -339,3 +339,25 @@ def test_pid_errors():
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+@pytest.mark.parametrize("fmt", ["pb.gz", "collapsed"])
+def test_profile_orders_hottest_first_and_marks_code_that_never_ran(fmt, tmp_path):
+    """--profile with record's pprof, or its collapsed stacks with --lines:
+    the finding in the function that ran half a second comes first with its
+    samples; the one in the function never called says so. Model: 0.5 s of
+    CPU at 997 Hz is ~500 samples, the bound asks for 100 (a Poisson mean of
+    500 gives fewer than 100 with probability below 1e-100); "never ran" is
+    exact (no sample can land in code that never ran)."""
+    prof = tmp_path / f"hot.{fmt}"
+    lines = ["--lines"] if fmt == "collapsed" else []
+    r = subprocess.run([str(NUPP), "record", "-F", "997", "--no-summary", "-o", str(prof)] + lines +
+                       ["--", "/usr/bin/luajit", "hot.lua"], cwd=CHECK, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = check("--profile", prof, "--format", "text", CHECK / "hot.lua").stdout.splitlines()
+    found = [ln for ln in out if not ln.startswith("    ")][:-1]
+    first = re.fullmatch(r".*hot\.lua:11: blacklist: NYI: bytecode FNEW .* \[(\d+) samples\]", found[0])
+    assert first and int(first.group(1)) >= 100, out
+    assert any(re.fullmatch(r".*hot\.lua:5: blacklist: NYI: bytecode FNEW .* \[never ran\]", ln)
+               for ln in found), out
