@@ -385,8 +385,6 @@ static int add_finding(struct proto_walk *w, int j, const char *tmpl, const char
 	else if (abort_site__fmt_loc(0, pt->firstline, f->line, name[0], name, 0, strlen(name),
 				     f->location, sizeof(f->location)))
 		snprintf(f->location, sizeof(f->location), "?:%d", f->line);
-	/* The instruction index, until the prototype's blockers are ranked. */
-	f->after_line = j;
 	return 0;
 }
 
@@ -632,24 +630,20 @@ static int walk_proto(struct proto_walk *w)
 	/* Blockers: blacklist in a loop, warn outside, info behind another. */
 	for (size_t i = w->first; i < w->r->n; i++) {
 		struct check_finding *f = &w->r->f[i];
-		int j = f->after_line;
+		int j = f->pc - 1;	/* ins[j] is the instruction at pc j+1 */
+		const struct loop *l = loop_of(w, j);
+		int from = l ? l->start : 0;
 
-		f->after_line = 0;
 		if (!f->row || strcmp(f->row->cls, "blocker"))
 			continue;
-		{
-			const struct loop *l = loop_of(w, j);
-			int from = l ? l->start : 0;
-
-			/* A loop too short to get hot is never blacklisted. */
-			f->severity = l && !l->cold ? "blacklist" : "warn";
-			for (int k = 0; k < nblockers && blocker_at[k] < j; k++)
-				if (blocker_at[k] >= from && behind(w, from, blocker_at[k], j)) {
-					f->severity = "info";
-					f->after_line = pt->line[blocker_at[k]];
-					break;
-				}
-		}
+		/* A loop too short to get hot is never blacklisted. */
+		f->severity = l && !l->cold ? "blacklist" : "warn";
+		for (int k = 0; k < nblockers && blocker_at[k] < j; k++)
+			if (blocker_at[k] >= from && behind(w, from, blocker_at[k], j)) {
+				f->severity = "info";
+				f->after_line = pt->line[blocker_at[k]];
+				break;
+			}
 	}
 	/* Children, after their parent: each FNEW told what they hold. */
 	for (int k = 0; k < pt->nkgc; k++)
