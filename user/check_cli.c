@@ -213,36 +213,34 @@ static int sev_rank(const char *s)
 	return trace_severity_rank(s);
 }
 
-/* CSV: the trace report's order (severity, reason, location). */
-static int cmp_report(const void *pa, const void *pb)
+/* Hottest first under --profile, then by file and line. */
+static int cmp_where(const struct check_finding *a, const struct check_finding *b)
 {
-	const struct check_finding *a = pa, *b = pb;
-	int d = sev_rank(a->severity) - sev_rank(b->severity);
-
-	if (d)
-		return d;
-	if (a->samples != b->samples)
-		return a->samples < b->samples ? 1 : -1;
-	if ((d = strcmp(a->path, b->path)))
-		return d;
-	if (a->line != b->line)
-		return a->line - b->line;
-	return strcmp(a->reason_id, b->reason_id);
-}
-
-/* Text and SARIF: hottest first under --profile, then by file and line. */
-static int cmp_source(const void *pa, const void *pb)
-{
-	const struct check_finding *a = pa, *b = pb;
 	int d;
 
 	if (a->samples != b->samples)
 		return a->samples < b->samples ? 1 : -1;
 	if ((d = strcmp(a->path, b->path)))
 		return d;
-	if (a->line != b->line)
-		return a->line - b->line;
-	return sev_rank(a->severity) - sev_rank(b->severity);
+	return a->line - b->line;
+}
+
+/* CSV: the trace report's order, severity first. */
+static int cmp_report(const void *pa, const void *pb)
+{
+	const struct check_finding *a = pa, *b = pb;
+	int d = sev_rank(a->severity) - sev_rank(b->severity);
+
+	return d ? d : (d = cmp_where(a, b)) ? d : strcmp(a->reason_id, b->reason_id);
+}
+
+/* Text and SARIF: by place, severity last. */
+static int cmp_source(const void *pa, const void *pb)
+{
+	const struct check_finding *a = pa, *b = pb;
+	int d = cmp_where(a, b);
+
+	return d ? d : sev_rank(a->severity) - sev_rank(b->severity);
 }
 
 static int write_csv(const struct check_result *r, FILE *f)
