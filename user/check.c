@@ -27,16 +27,17 @@
 enum check_op {
 	OP_MOV, OP_KSTR, OP_GGET, OP_TGETS, OP_UGET, OP_CALL, OP_CALLM, OP_CALLT, OP_CALLMT,
 	OP_VARG, OP_FNEW, OP_KNIL, OP_ITERC, OP_ITERN, OP_FORI, OP_FORL, OP_ITERL, OP_JMP,
-	OP_LOOP, OP_UCLO, OP_ISNEXT, OP_KSHORT, OP__N
+	OP_LOOP, OP_UCLO, OP_ISNEXT, OP_KSHORT, OP_KPRI, OP_TSETV, OP__N
 };
 static const char *const op_names[OP__N] = {
 	"MOV", "KSTR", "GGET", "TGETS", "UGET", "CALL", "CALLM", "CALLT", "CALLMT",
 	"VARG", "FNEW", "KNIL", "ITERC", "ITERN", "FORI", "FORL", "ITERL", "JMP",
-	"LOOP", "UCLO", "ISNEXT", "KSHORT",
+	"LOOP", "UCLO", "ISNEXT", "KSHORT", "KPRI", "TSETV",
 };
 
 #define NSLOTS		256
 #define STRVAL		(-1)	/* a slot holding a string value: its methods are string.* */
+#define NILVAL		(-2)	/* a slot holding nil, put there by KPRI or KNIL */
 
 /* ---- names: the builtins and their dotted prefixes ------------------------ */
 
@@ -314,7 +315,9 @@ static void transfer(const struct proto_walk *w, int j, struct slots *s)
 			s->path[i] = 0, s->kstr[i] = NULL;
 	} else if (is_op(w, op, OP_KNIL)) {
 		for (int i = a; i <= d && i < NSLOTS; i++)
-			s->path[i] = 0, s->kstr[i] = NULL;
+			s->path[i] = NILVAL, s->kstr[i] = NULL;
+	} else if (is_op(w, op, OP_KPRI)) {
+		s->path[a] = d == 0 ? NILVAL : 0, s->kstr[a] = NULL;	/* D: 0 nil, 1 false, 2 true */
 	} else if (op < c->b->nbcnames && c->b->bcmode[op].a == c->b->bcm_dst) {
 		s->path[a] = 0, s->kstr[a] = NULL;
 	}
@@ -374,7 +377,7 @@ static int add_finding(struct proto_walk *w, int j, const char *tmpl, const char
 		snprintf(f->raw, sizeof(f->raw), "%s%s%s", fmt, raw_arg, strchr(tmpl, '%') + 2);
 	}
 	if (f->row) {
-		snprintf(f->reason_id, sizeof(f->reason_id), "%s.%s", f->row->id, detail);
+		snprintf(f->reason_id, sizeof(f->reason_id), "%s%s%s", f->row->id, *detail ? "." : "", detail);
 		f->severity = f->row->severity;
 	} else {
 		snprintf(f->reason_id, sizeof(f->reason_id), TRACE_REASON_UNKNOWN_ID);
@@ -481,6 +484,8 @@ static int check_ins(struct proto_walk *w, int j, const struct slots *s)
 		      !strcmp(callee, "select")))
 			return add_finding(w, j, "NYI: bytecode %d", c->b->bcnames[op], num);
 	}
+	if (is_op(w, op, OP_TSETV) && s->path[bc_c(ins)] == NILVAL)
+		return add_finding(w, j, "store with nil or NaN key", "", "");	/* t[nil] = v */
 	if (is_op(w, op, OP_CALL) || is_op(w, op, OP_CALLM) || is_op(w, op, OP_CALLT) ||
 	    is_op(w, op, OP_CALLMT))
 		return check_call(w, j, s);
@@ -618,7 +623,7 @@ static int walk_proto(struct proto_walk *w)
 						uv[u] = ref & BC_UV_IMMUTABLE ? s.path[ref & 0xff] : 0;
 					else
 						uv[u] = (ref & 0x3fff) < pt->nuv ? w->uvpath[ref & 0x3fff] : 0;
-					if (uv[u] == STRVAL)
+					if (uv[u] < 0)		/* a string or nil value */
 						uv[u] = 0;
 				}
 				free(w->child_uv[child]);

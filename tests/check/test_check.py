@@ -115,6 +115,7 @@ BLOCKER_PROGRAMS = [
     (ABORTS / "nyi_uclo.lua", "trace.nyi-bytecode.UCLO"),
     (CHECK / "varg.lua", "trace.nyi-bytecode.VARG"),
     (CHECK / "ffi_typeof.lua", "trace.nyi-fastfunc.ffi.typeof"),
+    (CHECK / "nil_key.lua", "trace.store-nil-key"),
 ]
 
 
@@ -122,7 +123,7 @@ BLOCKER_PROGRAMS = [
 @pytest.mark.parametrize("program,reason", BLOCKER_PROGRAMS, ids=[p.stem for p, _ in BLOCKER_PROGRAMS])
 def test_blocker_agrees_with_runtime_collector(program, reason, build, tmp_path):
     predicted = [(x[6], x[3]) for x in rows(check(program, build=build).stdout)
-                 if x[4] == "blocker" and x[0] == "blacklist"]
+                 if x[4] == "blocker" and x[0] in ("blacklist", "warn")]
     site = [p for p in predicted if p[1] == reason]
     assert len(site) == 1, predicted
     assert site[0] in runtime_sites(program, build, tmp_path)
