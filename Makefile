@@ -53,7 +53,7 @@ $(B)/%.skel.h: $(B)/%.bpf.o
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
 
 # The kernel types the objects use, cut from this kernel's BTF, for a fast
-# load on this kernel (user/libbpf_setup.c checks it is the same kernel).
+# load on this kernel (user/base/libbpf_setup.c checks it is the same kernel).
 $(B)/gen/min_btf.h: $(patsubst bpf/%.bpf.c,$(B)/%.bpf.o,$(BPF_SRCS)) scripts/gen-min-btf.py
 	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(@D) && $(BPFTOOL) gen min_core_btf /sys/kernel/btf/vmlinux $(B)/min_core.btf \
@@ -61,14 +61,22 @@ $(B)/gen/min_btf.h: $(patsubst bpf/%.bpf.c,$(B)/%.bpf.o,$(BPF_SRCS)) scripts/gen
 GEN_HEADERS += $(B)/gen/min_btf.h
 
 # --- userspace ----------------------------------------------------------------
-USER_LIB_SRCS := $(filter-out user/main.c user/lua_module.c user/zone_state.c,$(wildcard user/*.c))
+# user/ has a folder per subsystem (README, "Architecture"); a file includes
+# another folder's header as "folder/file.h", and only from a folder below
+# its own (scripts/check-includes.py, run by make test).
+USER_LIB_SRCS := $(filter-out user/cli/main.c user/lua/lua_module.c user/zones/zone_state.c,\
+		 $(wildcard user/*/*.c))
 USER_LIB_OBJS := $(patsubst user/%.c,$(B)/obj/%.o,$(USER_LIB_SRCS)) $(B)/obj/lj_builds.o
 
-$(B)/obj/%.o: user/%.c $(wildcard user/*.h user/*.def bpf/*.h) $(BPF_SKELS) $(B)/gen/lj_builds.c $(GEN_HEADERS)
+# Each object depends on the headers it includes (-MMD: build/obj/**/*.d);
+# what is generated is made before the first compile.
+DEPFLAGS = -MMD -MP
+$(B)/obj/%.o: user/%.c | $(BPF_SKELS) $(B)/gen/lj_builds.c $(GEN_HEADERS)
 	$(call msg,CC,$@)
-	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -c $< -o $@
+	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(DEPFLAGS) $(CFLAGS) -fPIC -c $< -o $@
+-include $(shell find $(B)/obj $(B)/unit $(B)/fuzz -name '*.d' 2>/dev/null)
 
-$(B)/obj/lj_builds.o: $(B)/gen/lj_builds.c user/lj_build.h bpf/lj_layout.h
+$(B)/obj/lj_builds.o: $(B)/gen/lj_builds.c user/luajit/lj_build.h bpf/lj_layout.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -c $< -o $@
 
@@ -84,9 +92,9 @@ $(B)/gen/version.h: FORCE
 	$(Q)mkdir -p $(@D) && v='#define NUPP_VERSION "$(NUPP_RELEASE) ($(NUPP_COMMIT))"' && \
 		{ [ "$$(cat $@ 2>/dev/null)" = "$$v" ] || echo "$$v" > $@; }
 FORCE:
-$(B)/obj/main.o: $(B)/gen/version.h
+$(B)/obj/cli/main.o: $(B)/gen/version.h
 
-$(B)/nupp-bpf: $(B)/obj/main.o $(B)/libnupp.a
+$(B)/nupp-bpf: $(B)/obj/cli/main.o $(B)/libnupp.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 

@@ -5,7 +5,7 @@
  * Shared by the BPF programs and userspace. Nothing here is a LuaJIT constant:
  * every value is filled in by userspace from the build registry (generated from
  * real rebuilds, see scripts/gen-registry.py) and verified against the target
- * at attach time (user/lj_target.c). Only x86-64 GC64 builds are supported
+ * at attach time (user/luajit/lj_target.c). Only x86-64 GC64 builds are supported
  * (LJ_GC64 = LJ_FR2 = 1): 8-byte TValues, GC refs are 47-bit pointers.
  */
 #ifndef NUPP_LJ_LAYOUT_H

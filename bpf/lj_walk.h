@@ -19,7 +19,7 @@
 #ifndef NUPP_LJ_WALK_H
 #define NUPP_LJ_WALK_H
 
-#include "sampler.h"
+#include "sampler_abi.h"
 
 /* Branch hints: the compiler lays the likely path out straight, and a sample
  * runs on caches the target has made cold, where each line of code fetched

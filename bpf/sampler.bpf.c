@@ -81,7 +81,7 @@ struct {
 /* Slots claimed since userspace last looked, with their stacks' frames
  * (struct nupp_new_slot), so that it need neither scan the table nor look
  * the frames up; new_slots_lost is set when this ring was full. Userspace
- * waits on it (sampler__wait). 2 MiB: ~300 new stacks (7 KB each) between two reads. */
+ * waits on it (sampler__fd, wait_rings in user/session/session.c). 2 MiB: ~300 new stacks (7 KB each) between two reads. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 2 * 1024 * 1024);
@@ -281,7 +281,7 @@ static __always_inline bool capture(struct nupp_capture *c, __u64 addr, __u32 le
 	return c->addr != 0;
 }
 
-/* Capture a string (a GCstr) at addr: at least what user/symbolize.c's
+/* Capture a string (a GCstr) at addr: at least what user/luajit/symbolize.c's
  * str_read() reads first of one. Past the end of its page when the next
  * one is mapped: a long string may go on there. */
 static __always_inline bool capture_str(struct nupp_capture *c, const struct lj_layout *lj,
@@ -297,7 +297,7 @@ static __always_inline bool capture_str(struct nupp_capture *c, const struct lj_
 }
 
 /* Capture the first chunk of a stream of names (varinfo, uvinfo) at addr,
- * as user/symbolize.c's cursor reads it: up to its page's end. */
+ * as user/luajit/symbolize.c's cursor reads it: up to its page's end. */
 static __always_inline bool capture_chunk(struct nupp_capture *c, __u64 addr)
 {
 	__u32 got = 4096 - (__u32)(addr & 4095);
@@ -382,7 +382,7 @@ static long site_scan_step(__u32 k, void *ctx)
 }
 
 /* Capture what names a frame from its call site at pc in caller (the
- * capture of the caller's proto): what user/symbolize.c's site_derive()
+ * capture of the caller's proto): what user/luajit/symbolize.c's site_derive()
  * reads, following lj_debug_funcname and lj_debug_slotname. The bytecode
  * up to the call as the symbolizer reads it back, the first chunk of the
  * caller's variable names, and, scanning back from the call for the
@@ -560,7 +560,7 @@ static __always_inline struct nupp_proc *proc_of(__u32 pid)
 #define GG_FIELD(p, ggblk, off)	lj_u64_at(ggblk, (off) - (p)->gg_blk, NUPP_GG_BLK)
 /* A field of the running lua_State: from Lblk at offset off - Lfirst. The mask
  * is the larger block's; a coroutine's block is NUPP_BLK long, and userspace
- * keeps the lua_State offsets within it (block_of in user/sampler.c). */
+ * keeps the lua_State offsets within it (block_of in user/sampler/sampler.c). */
 #define L_FIELD(Lblk, Lfirst, off)	lj_u64_at(Lblk, (off) - (Lfirst), NUPP_GG_BLK)
 
 /* Where the walk starts: the running function's base in each VM state
@@ -636,7 +636,7 @@ __noinline int trace_return(const struct nupp_proc *p, struct sampler_scratch *s
 	return 0;
 }
 
-/* The leaf's pc on trace (NUPP_PC_TRACE in bpf/sampler.h): the trace and
+/* The leaf's pc on trace (NUPP_PC_TRACE in bpf/sampler_abi.h): the trace and
  * where its code was interrupted, for userspace to map through the trace's
  * snapshots. 0 (nothing to map) for an address in the interpreter (the
  * exit handler). In a file's code, or too far from the interpreter to be

@@ -20,7 +20,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "trace.h"
+#include "trace_abi.h"
 #include "pid_view.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -6,7 +6,7 @@
  * probe nupp:zone is nonzero. Attaching this program to the probe makes the
  * kernel increment the semaphore; detaching (also when nupp-bpf dies) makes
  * it decrement it. The program itself has nothing to do: zone ids and paths
- * are read from the target's memory (user/zones.c).
+ * are read from the target's memory (user/zones/zones.c).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

@@ -1,6 +1,6 @@
 # check.mk - what each LuaJIT revision's recorder refuses, for `nupp-bpf check`.
 #
-# build/gen/lj_recorders.c (user/lj_recorder.h) is made from the committed
+# build/gen/lj_recorders.c (user/luajit/lj_recorder.h) is made from the committed
 # luajit/recorders.json. `make recorders` regenerates that JSON from git
 # mirrors of upstream LuaJIT and OpenResty's luajit2 (RECORDERS_ARGS:
 # --luajit GITDIR --luajit2 GITDIR) and the Debian trees of luajit/pins and
@@ -8,11 +8,11 @@
 
 RECORDERS_JSON := luajit/recorders.json
 
-$(B)/gen/lj_recorders.c: $(RECORDERS_JSON) scripts/gen-recorders.py user/lj_recorder.h
+$(B)/gen/lj_recorders.c: $(RECORDERS_JSON) scripts/gen-recorders.py user/luajit/lj_recorder.h
 	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(@D) && $(PYTHON) scripts/gen-recorders.py --emit-c $@ --json $<
 
-$(B)/obj/lj_recorders.o: $(B)/gen/lj_recorders.c user/lj_recorder.h
+$(B)/obj/lj_recorders.o: $(B)/gen/lj_recorders.c user/luajit/lj_recorder.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) -Iuser -fPIC -c $< -o $@
 
@@ -27,7 +27,7 @@ recorders: $(LJ_STAMPS) $(LJ_SUITE_STAMPS)
 
 .PHONY: recorders
 
-$(B)/obj/check_cli.o: $(B)/gen/version.h
+$(B)/obj/check/check_cli.o: $(B)/gen/version.h
 
 # The SARIF 2.1.0 JSON schema the tests validate check's output against:
 # Debian's python-sarif-python-om source ships it (sarif-2.1.0-rtm.4.json).

@@ -1,7 +1,7 @@
 # formats.mk - what the output formats' writers are built from.
 #   make build/gen/profile.pb-c.c    pprof's messages, generated from
 #                                    proto/profile.proto by protoc-c (protobuf-c)
-#   make build/gen/flamegraph_js.h   the flame graph's script (user/flamegraph.js)
+#   make build/gen/flamegraph_js.h   the flame graph's script (user/profile/flamegraph.js)
 #                                    as a C string, written into every SVG
 
 PROTO_GEN := $(B)/gen/profile.pb-c.c $(B)/gen/profile.pb-c.h
@@ -21,10 +21,10 @@ LDLIBS += -lprotobuf-c -lm
 
 # Each line a C string literal; the script is ASCII, and must not close the
 # SVG's CDATA section.
-$(B)/gen/flamegraph_js.h: user/flamegraph.js
+$(B)/gen/flamegraph_js.h: user/profile/flamegraph.js
 	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(@D) && ! grep -q ']]>' $< && \
-		{ echo '/* Generated from user/flamegraph.js by mk/formats.mk. */'; \
+		{ echo '/* Generated from user/profile/flamegraph.js by mk/formats.mk. */'; \
 		  echo 'static const char flamegraph_js[] ='; \
 		  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
 		  echo ';'; } > $@

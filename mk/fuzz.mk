@@ -17,20 +17,20 @@ FUZZ_CFLAGS  := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
 test: fuzz
 
 # The project's sources, instrumented for coverage and the sanitizers.
-$(FUZZ_DIR)/obj/%.o: user/%.c $(wildcard user/*.h user/*.def bpf/*.h) $(GEN_HEADERS)
+$(FUZZ_DIR)/obj/%.o: user/%.c | $(GEN_HEADERS)
 	$(call msg,CC,$@)
-	$(Q)mkdir -p $(@D) && $(CLANG) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+	$(Q)mkdir -p $(@D) && $(CLANG) $(CPPFLAGS) $(DEPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(FUZZ_DIR)/obj/lj_builds.o: $(B)/gen/lj_builds.c user/lj_build.h bpf/lj_layout.h
+$(FUZZ_DIR)/obj/lj_builds.o: $(B)/gen/lj_builds.c user/luajit/lj_build.h bpf/lj_layout.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CLANG) $(CPPFLAGS) $(FUZZ_CFLAGS) -c $< -o $@
 
 # What each target links beyond its own file (the rest comes from libnupp.a).
 $(FUZZ_DIR)/fuzz_walk: $(FUZZ_DIR)/obj/lj_builds.o
-$(FUZZ_DIR)/fuzz_symbolize: $(FUZZ_DIR)/obj/symbolize.o $(FUZZ_DIR)/obj/lj_builds.o
-$(FUZZ_DIR)/fuzz_writers: $(patsubst %,$(FUZZ_DIR)/obj/%.o,profile keymap trace_report symbolize)
-$(FUZZ_DIR)/fuzz_registry: $(FUZZ_DIR)/obj/lj_derive.o
-$(FUZZ_DIR)/fuzz_build_cache: $(FUZZ_DIR)/obj/build_cache.o
+$(FUZZ_DIR)/fuzz_symbolize: $(FUZZ_DIR)/obj/luajit/symbolize.o $(FUZZ_DIR)/obj/base/text.o $(FUZZ_DIR)/obj/lj_builds.o
+$(FUZZ_DIR)/fuzz_writers: $(patsubst %,$(FUZZ_DIR)/obj/%.o,profile/profile base/keymap trace/trace_report luajit/symbolize base/text)
+$(FUZZ_DIR)/fuzz_registry: $(FUZZ_DIR)/obj/luajit/lj_derive.o
+$(FUZZ_DIR)/fuzz_build_cache: $(FUZZ_DIR)/obj/luajit/build_cache.o
 
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_image.h $(B)/libnupp.a
 	$(call msg,LD,$@)

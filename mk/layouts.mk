@@ -5,7 +5,7 @@
 #                                  mirrors and Debian sources (slow; cached in
 #                                  build/layouts-cache/)
 #
-# build/gen/lj_revisions.c (user/lj_revision.h) is made from the committed
+# build/gen/lj_revisions.c (user/luajit/lj_revision.h) is made from the committed
 # luajit/revisions.json alone, so a build needs no mirror.
 
 NUPP_LAYOUT    := $(B)/tools/nupp-layout
@@ -16,19 +16,19 @@ LAYOUTS_ARGS   ?=
 
 # Compiled from the sources, not through libnupp.a: the tool needs libdw
 # only, and none of the BPF skeletons libnupp.a waits for.
-$(NUPP_LAYOUT): tools/layout_dump.c user/dwarf_layout.c user/dwarf_layout.h user/lj_layout.def bpf/lj_layout.h
+$(NUPP_LAYOUT): tools/layout_dump.c user/luajit/dwarf_layout.c user/luajit/dwarf_layout.h user/luajit/lj_layout.def bpf/lj_layout.h
 	$(call msg,LD,$@)
-	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) tools/layout_dump.c user/dwarf_layout.c \
+	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) tools/layout_dump.c user/luajit/dwarf_layout.c \
 		-ldw -lelf -o $@
 
 all: $(NUPP_LAYOUT)
 
-$(B)/gen/lj_revisions.c: $(LAYOUTS_JSON) scripts/gen-layouts.py scripts/gen-registry.py user/dwarf_layout.c user/lj_layout.def \
-		bpf/lj_layout.h user/lj_revision.h
+$(B)/gen/lj_revisions.c: $(LAYOUTS_JSON) scripts/gen-layouts.py scripts/gen-registry.py user/luajit/dwarf_layout.c user/luajit/lj_layout.def \
+		bpf/lj_layout.h user/luajit/lj_revision.h
 	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(@D) && $(PYTHON) scripts/gen-layouts.py --emit-c $@
 
-$(B)/obj/lj_revisions.o: $(B)/gen/lj_revisions.c user/lj_revision.h user/lj_build.h bpf/lj_layout.h
+$(B)/obj/lj_revisions.o: $(B)/gen/lj_revisions.c user/luajit/lj_revision.h user/luajit/lj_build.h bpf/lj_layout.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -c $< -o $@
 

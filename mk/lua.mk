@@ -30,7 +30,7 @@ $(LUA_DIR)/%.lua: lua/%.lua
 	$(call msg,CP,$@)
 	$(Q)mkdir -p $(@D) && cp $< $@
 
-$(ZONE_SO): user/zone_state.c user/zone_state.h
+$(ZONE_SO): user/zones/zone_state.c user/zones/zone_state.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) -fPIC -shared -Iuser -I$(SDT_INC) \
 		$< -o $@ -lpthread

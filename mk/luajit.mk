@@ -12,7 +12,7 @@
 #   $(B)/stock/TREE/usr/...                           Debian binary packages
 #   $(B)/luajit/suites/SUITE-SRC/                     trixie's and sid's sources
 #                                                     (for the variants, the layouts)
-#   $(B)/gen/lj_builds.c                              registry (user/lj_build.h)
+#   $(B)/gen/lj_builds.c                              registry (user/luajit/lj_build.h)
 #   $(B)/tests/luahost                                embedding host for tests
 
 LJ_TREES  := $(shell awk '!/^[ \t]*(\#|$$)/ { print $$1 }' luajit/pins)
@@ -35,8 +35,8 @@ $(LJ_SUITE_STAMPS): $(B)/luajit/suites/%.stamp: luajit/suite-pins scripts/fetch-
 
 luajit: $(LJ_STAMPS) $(LJ_SUITE_STAMPS)
 
-$(B)/gen/lj_builds.c: scripts/gen-registry.py user/dwarf_layout.c user/lj_layout.def luajit/pins bpf/lj_layout.h \
-		user/lj_build.h $(LJ_STAMPS)
+$(B)/gen/lj_builds.c: scripts/gen-registry.py user/luajit/dwarf_layout.c user/luajit/lj_layout.def luajit/pins bpf/lj_layout.h \
+		user/luajit/lj_build.h $(LJ_STAMPS)
 	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(@D) && $(PYTHON) scripts/gen-registry.py --build $(B) --out $@
 

@@ -3,7 +3,7 @@
 
 LUA_BPF_SO := $(B)/lua/nupp/profile/bpf.so
 
-$(LUA_BPF_SO): user/lua_module.c $(B)/libnupp.a
+$(LUA_BPF_SO): user/lua/lua_module.c $(B)/libnupp.a
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) -I/usr/include/luajit-2.1 $(CFLAGS) -fPIC -shared \
 		$< $(B)/libnupp.a $(LDLIBS) -lpthread -o $@

@@ -23,8 +23,14 @@ define pytest_run
 	[ $$rc -eq 0 ]
 endef
 
-.PHONY: test
-test: all trace-dev
+# The tree's own rules, checked before anything runs: includes only downward
+# between user/'s folders and no circle; docs and comments name what exists.
+.PHONY: test check-tree
+check-tree:
+	$(call msg,CHECK,scripts/check-includes.py scripts/check-docs.py)
+	$(Q)$(PYTHON) scripts/check-includes.py && $(PYTHON) scripts/check-docs.py
+
+test: check-tree all trace-dev
 	$(call msg,PYTEST,tests/)
 	$(call pytest_run,$(PYTEST) tests/,$(PYTEST_LOG))
 	$(call msg,PYTEST,tests/lua_api/test_lua_api.py on the BPF backend)

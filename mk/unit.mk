@@ -12,26 +12,26 @@ UNIT_LDLIBS := -lluajit-5.1 -ldw -lelf -lz -lmd -lcapstone -ldl
 .PHONY: unit-test
 test: unit-test
 
-$(UNIT_DIR)/%.o: user/%.c $(wildcard user/*.h user/*.def bpf/*.h)
+$(UNIT_DIR)/%.o: user/%.c | $(GEN_HEADERS)
 	$(call msg,CC,$@)
-	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(DEPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(UNIT_DIR)/test_%.o: tests/unit/test_%.c $(wildcard user/*.h user/*.def bpf/*.h)
+$(UNIT_DIR)/test_%.o: tests/unit/test_%.c | $(GEN_HEADERS)
 	$(call msg,CC,$@)
-	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) -I$(LUAJIT_INC) $(CFLAGS) -c $< -o $@
+	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(DEPFLAGS) -I$(LUAJIT_INC) $(CFLAGS) -c $< -o $@
 
-$(UNIT_DIR)/test_bcpath: $(UNIT_DIR)/bcpath.o
-SYMBOLIZE_OBJS := symbolize procmem elf_file cfunc_names codemap
+$(UNIT_DIR)/test_bcpath: $(UNIT_DIR)/sampler/bcpath.o
+SYMBOLIZE_OBJS := luajit/symbolize base/text base/procmem luajit/elf_file luajit/cfunc_names luajit/codemap
 $(UNIT_DIR)/test_symbolize: $(patsubst %,$(UNIT_DIR)/%.o,$(SYMBOLIZE_OBJS))
-$(UNIT_DIR)/test_code_sites: $(patsubst %,$(UNIT_DIR)/%.o,code_sites elf_file)
-$(UNIT_DIR)/test_profile: $(patsubst %,$(UNIT_DIR)/%.o,profile keymap $(SYMBOLIZE_OBJS))
+$(UNIT_DIR)/test_code_sites: $(patsubst %,$(UNIT_DIR)/%.o,luajit/code_sites luajit/elf_file)
+$(UNIT_DIR)/test_profile: $(patsubst %,$(UNIT_DIR)/%.o,profile/profile base/keymap $(SYMBOLIZE_OBJS))
 # The writers (the flame graph's tree) come from libnupp.a.
 $(UNIT_DIR)/test_profile: $(B)/libnupp.a
 $(UNIT_DIR)/test_profile: UNIT_LDLIBS += $(LDLIBS)
-$(UNIT_DIR)/test_interval: $(patsubst %,$(UNIT_DIR)/%.o,interval profile keymap $(SYMBOLIZE_OBJS))
-# test_tracer compiles user/trace.c into itself (its logic is static) and
+$(UNIT_DIR)/test_interval: $(patsubst %,$(UNIT_DIR)/%.o,profile/interval profile/profile base/keymap $(SYMBOLIZE_OBJS))
+# test_tracer compiles user/trace/trace.c into itself (its logic is static) and
 # takes the rest of the collector from libnupp.a.
-$(UNIT_DIR)/test_tracer.o: user/trace.c $(B)/trace.skel.h $(GEN_HEADERS)
+$(UNIT_DIR)/test_tracer.o: user/trace/trace.c $(B)/trace.skel.h $(GEN_HEADERS)
 $(UNIT_DIR)/test_tracer: $(B)/libnupp.a
 $(UNIT_DIR)/test_tracer: UNIT_LDLIBS += $(LDLIBS)
 

@@ -4,7 +4,7 @@
 #
 # nupp-bpf finds its uprobe sites (interpreter blob, GC cycle probe,
 # trace-abort jcc) in the machine code of builds it has never seen
-# (user/code_sites.c), and reads facts of the build there too (GC64 or not,
+# (user/luajit/code_sites.c), and reads facts of the build there too (GC64 or not,
 # whether a struct layout fits). To learn which code compilers make of those
 # sites, and to test the finder, LuaJIT is built here in several ways into
 # build/variants/NAME/ (products: src/luajit, src/libluajit.so). Every build

@@ -7,7 +7,7 @@
 For each shape of tests/fixtures/workloads/spans.lua, each build, compiled
 and with -joff: records the shape at 997 Hz with nupp-bpf twice, as it maps
 compiled samples now (each span of a trace's code placed on the bytecodes it
-ran, user/bcpath.h) and as it did before (NUPP_SPANS=snapshot: a span's code
+ran, user/sampler/bcpath.h) and as it did before (NUPP_SPANS=snapshot: a span's code
 all to the snapshot it starts at), and runs it under LuaJIT's own profiler
 (jit.profile at 1 ms, names as dumpstack gives them, each sample to the innermost of loop() and the parts
 on its stack). Prints a markdown table: each part's truth (the workload's

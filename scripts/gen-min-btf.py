@@ -3,7 +3,7 @@
 
 MIN_BTF is what `bpftool gen min_core_btf` kept of the running kernel's BTF
 for nupp-bpf's BPF objects. OUT.h holds its bytes and the GNU build-id of the
-kernel it was taken from (/sys/kernel/notes), which user/libbpf_setup.c
+kernel it was taken from (/sys/kernel/notes), which user/base/libbpf_setup.c
 compares with the running kernel's before using them. A build machine whose
 kernel has no build-id writes an empty id: the minimal BTF is then never used.
 """

@@ -2,7 +2,7 @@
 """gen-reasons.py - generate the trace-abort reason catalog for C and Lua.
 
 Reads catalog/trace-reasons.tsv (the one source of truth) and writes
-  build/gen/trace_reasons.h, build/gen/trace_reasons.c   (C: user/trace.c)
+  build/gen/trace_reasons.h, build/gen/trace_reasons.c   (C: user/trace/trace.c)
   build/lua/nupp/profile/reasons.lua                     (Lua: nupp.profile)
 
 Usage: gen-reasons.py [--tsv FILE] [--c-dir DIR] [--lua FILE]

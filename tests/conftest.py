@@ -19,7 +19,7 @@ import pytest
 
 from helpers import BTF, BUILD_CACHE, NUPP, Nupp, Target, ready_build, wait_for_teardowns
 
-# Each run of the suite starts with an empty build cache (user/build_cache.h),
+# Each run of the suite starts with an empty build cache (user/luajit/build_cache.h),
 # so that what an earlier run or another nupp-bpf left there decides nothing;
 # within the run, later tests of a build use what the first one derived.
 shutil.rmtree(BUILD_CACHE, ignore_errors=True)

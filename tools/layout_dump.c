@@ -2,7 +2,7 @@
 /*
  * layout_dump.c - nupp-layout: print the struct lj_layout a file's DWARF gives.
  *
- * The same reader nupp-bpf uses on a target with DWARF (user/dwarf_layout.c),
+ * The same reader nupp-bpf uses on a target with DWARF (user/luajit/dwarf_layout.c),
  * as a command: scripts/gen-layouts.py runs it on probe objects compiled
  * against each LuaJIT revision's headers, and the tests run it on the
  * pinned rebuilds. Output is one "name value" line per field, in the order
@@ -10,7 +10,7 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include "dwarf_layout.h"
+#include "luajit/dwarf_layout.h"
 
 static void usage(FILE *f)
 {

@@ -122,7 +122,7 @@ local function options(opts)
   return opts
 end
 
--- A report file is written as the CLI writes its outputs (user/output.h),
+-- A report file is written as the CLI writes its outputs (user/base/output.h),
 -- by the C module: to a new file of its own in the same directory, renamed
 -- over the name (an existing file kept as NAME.old), so that a symlink
 -- planted at the name is replaced, never followed. Where the C module is
@@ -198,7 +198,7 @@ local SampleSession = livefields(lifecycle({}))
 local SampleReport = { __tostring = function(r) return r.text end }
 
 -- Does zone path p lie in the subtree the filter names? A trailing "/"
--- names the same subtree (as user/profile.c zone__under() reads it).
+-- names the same subtree (as user/profile/profile.c zone__under() reads it).
 local function inzone(p, filter)
   if filter == nil or filter == "" then return true end
   if sub(filter, -1) == "/" then filter = sub(filter, 1, -2) end

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * fuzz_bcdump.c - bcdump__parse (user/bcdump.c) over bytes the fuzzer makes:
+ * fuzz_bcdump.c - bcdump__parse (user/luajit/bcdump.c) over bytes the fuzzer makes:
  * a bytecode dump is data another process wrote (check loads files with
  * whatever luajit it is given). Whatever the bytes, the parse ends, reads
  * nothing outside them (ASan), and what it accepts is consistent: every
@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "bcdump.h"
-#include "check.h"
+#include "luajit/bcdump.h"
+#include "check/check.h"
 
 static struct check_ctx ctx;
 static int ready;

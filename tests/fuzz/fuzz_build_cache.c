@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * fuzz_build_cache.c - the reader of the build cache (user/build_cache.c),
+ * fuzz_build_cache.c - the reader of the build cache (user/luajit/build_cache.c),
  * over entry files the fuzzer makes: random bytes, and mutations of the
  * entries in tests/fuzz/corpus/build_cache (written by `nupp-bpf inspect`
  * with NUPP_CACHE_DIR set: a registry build's sites, derived builds whose
@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "build_cache.h"
+#include "luajit/build_cache.h"
 
 static void fail(const char *what, int i)
 {

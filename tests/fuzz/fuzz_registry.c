@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "lj_derive.h"
+#include "luajit/lj_derive.h"
 #include "trace_reasons.h"
 
 static void fail(const char *what, const char *text)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * fuzz_symbolize.c - the symbolizer (user/symbolize.c) over memory images
+ * fuzz_symbolize.c - the symbolizer (user/luajit/symbolize.c) over memory images
  * the fuzzer makes: the GCproto headers, chunkname strings, bytecode, line
  * and variable info it reads to name a stack's frames, random or mutated
  * from the seeds in tests/fuzz/corpus/symbolize. Whatever the memory holds,
@@ -20,8 +20,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "lj_build.h"
-#include "symbolize.h"
+#include "luajit/lj_build.h"
+#include "luajit/symbolize.h"
 #include "fuzz_image.h"
 
 #define FRAMES_MAX 16

@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <linux/types.h>
-#include "lj_build.h"
+#include "luajit/lj_build.h"
 #include "fuzz_image.h"
 
 static struct image img;

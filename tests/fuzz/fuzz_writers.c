@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * fuzz_writers.c - the two text writers, over names and zone paths the
- * fuzzer makes: profile__write_collapsed (user/profile.c) and the trace
- * aborts' CSV, trace_report__write_csv (user/trace_report.c). Names are arbitrary
+ * fuzzer makes: profile__write_collapsed (user/profile/profile.c) and the trace
+ * aborts' CSV, trace_report__write_csv (user/trace/trace_report.c). Names are arbitrary
  * bytes, ';', '"', commas, CR, LF and all, as a target's chunknames, zone
  * paths and error messages may be; a NUL cuts one, as it cuts every C string
  * the writers take. Frame names come escaped, as the symbolizer renders them
- * (sym_escape); zone paths come raw, as a target registers them. Whatever
+ * (strbuf__put_escaped); zone paths come raw, as a target registers them. Whatever
  * they hold, the collapsed stacks are one line per distinct stack, "TEXT
  * COUNT" with no control character in TEXT, the counts add up to the
  * samples, and each row's text has one frame per frame it keeps (its thread
@@ -22,9 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "profile.h"
-#include "symbolize.h"
-#include "../../user/trace.h"
+#include "profile/profile.h"
+#include "luajit/symbolize.h"
+#include "../../user/trace/trace.h"
 
 #define FIELDS 8	/* of a CSV row */
 
@@ -89,7 +89,7 @@ static void add_rows(struct profile *p, struct input *in)
 			struct strbuf name = { 0 };
 			struct profile_frame f = { .file = "" };
 
-			if (sym_escape(&name, raw, strlen(raw)))
+			if (strbuf__put_escaped(&name, raw, strlen(raw)))
 				abort();
 			f.name = name.buf;
 			f.kind = take(in) % 4;

@@ -16,5 +16,5 @@ BTF = Path("/sys/kernel/btf/vmlinux")
 # the file, the same in every process). dumpstack writes @0xADDRESS.
 LUAJIT_ROOT = r"(?:pmain|luajit[\w.-]*\+0x[0-9a-f]+)"
 
-# The suite's build cache (user/build_cache.h), emptied as a run starts.
+# The suite's build cache (user/luajit/build_cache.h), emptied as a run starts.
 BUILD_CACHE = BUILD / "tmp" / "build-cache"

@@ -6,7 +6,7 @@ Two such builds are made here by changing one byte of alignment padding in
 nothing else: one from the stripped stock executable (unknown and without
 symbols), one from the pinned rebuild (unknown, with .symtab and DWARF).
 Neither is in the registry: both are described from their own files
-(user/lj_derive.c) and profiled on both channels.
+(user/luajit/lj_derive.c) and profiled on both channels.
 """
 import struct
 import subprocess

@@ -911,7 +911,7 @@ def test_make_install_layout(tmp_path):
 def test_zone_filter_is_the_clis(tmp_path):
     """The API's zone filter answers every case of
     tests/fixtures/zone_filter.tsv as the CLI's --zone does
-    (tests/unit/test_profile.c runs the same file through user/profile.c)."""
+    (tests/unit/test_profile.c runs the same file through user/profile/profile.c)."""
     cases = [line.split("\t") for line in
              (Path(__file__).parent.parent / "fixtures" / "zone_filter.tsv").read_text().splitlines()
              if line and not line.startswith("#")]
@@ -928,7 +928,7 @@ def test_zone_filter_is_the_clis(tmp_path):
 def test_trace_site_rules_are_the_clis(tmp_path):
     """The API counts aborts into sites and orders them as the CLI does, on
     every case of tests/fixtures/trace_sites.tsv (tests/unit/test_tracer.c
-    runs the same file through user/trace.c and user/trace_report.c)."""
+    runs the same file through user/trace/trace.c and user/trace/trace_report.c)."""
     rows = [line.split("\t") for line in
             (Path(__file__).parent.parent / "fixtures" / "trace_sites.tsv").read_text().splitlines()
             if line and not line.startswith("#")]
@@ -958,7 +958,7 @@ def test_trace_site_rules_are_the_clis(tmp_path):
 
 
 def test_report_file_replaces_a_planted_symlink(tmp_path):
-    """stop(filename) writes as the CLI's -o does (user/output.c, through the
+    """stop(filename) writes as the CLI's -o does (user/base/output.c, through the
     C module): a symlink planted at the name in a world-writable directory is
     replaced, not followed; an existing file is kept as NAME.old."""
     shared = tmp_path / "shared"
@@ -999,7 +999,7 @@ def test_report_file_with_an_empty_name_is_an_error(tmp_path):
 def test_trace_reasons_are_the_clis(tmp_path):
     """The API names every abort of tests/fixtures/trace_reasons.tsv as the
     CLI's collector does (tests/unit/test_tracer.c runs the same file through
-    user/abort_site.c): raw text, reason with its detail, identity."""
+    user/trace/abort_site.c): raw text, reason with its detail, identity."""
     rows = [line.split("\t") for line in
             (Path(__file__).parent.parent / "fixtures" / "trace_reasons.tsv").read_text().splitlines()
             if line and not line.startswith("#")]
@@ -1039,7 +1039,7 @@ def test_trace_reasons_are_the_clis(tmp_path):
 def test_trace_csv_is_the_clis(tmp_path):
     """The API writes a report's sites as CSV byte for byte as the CLI does:
     the two sites of tests/fixtures/trace_report.csv (tests/unit/test_tracer.c
-    writes the same two through user/trace_report.c): a field quoted only
+    writes the same two through user/trace/trace_report.c): a field quoted only
     when it must be, its quotes doubled, CRLF inside a field and at line ends,
     a count past 32 bits."""
     out = run_lua(tmp_path, PRELUDE + """

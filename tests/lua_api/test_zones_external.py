@@ -102,7 +102,7 @@ def test_sigkill_closes_the_gate(privileged, tmp_path):
 def sampler_gc_epoch():
     """The GC epoch in slot 0 of the newest sampler's procs map (the array
     one; the trace collector's is a hash), 0 for none: struct nupp_proc
-    (bpf/sampler.h) holds it at bytes 8-15."""
+    (bpf/sampler_abi.h) holds it at bytes 8-15."""
     maps = json.loads(subprocess.run(["bpftool", "--json", "map", "show"], check=True,
                                      capture_output=True, text=True).stdout)
     ids = [m["id"] for m in maps if m.get("name") == "procs" and m["type"] == "array"]

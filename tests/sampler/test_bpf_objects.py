@@ -67,7 +67,7 @@ def kernel_build_id():
 
 def test_kernel_btf_is_the_minimal_one_on_this_kernel(privileged):
     """Built on this kernel, the objects load against the kernel types the
-    build kept (user/libbpf_setup.h), not the kernel's whole BTF; a kernel
+    build kept (user/base/libbpf_setup.h), not the kernel's whole BTF; a kernel
     without a build-id to check them by gets its whole BTF."""
     from helpers import NUPP, WORKLOADS
     r = subprocess.run([str(NUPP), "record", "-v", "-d", "1", "-o", "/dev/null", "--", "luajit",

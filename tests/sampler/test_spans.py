@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Compiled time between two guards, placed on the bytecode that ran there
-(user/bcpath.h), against the calibration shapes of spans.lua.
+(user/sampler/bcpath.h), against the calibration shapes of spans.lua.
 
 Each shape is a driver loop, loop(), calling parts (a, b, ...) that the JIT
 inlines into its trace. spans.lua times each part alone (the best of 7

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Output files, as a root tool must write them (user/output.c).
+"""Output files, as a root tool must write them (user/base/output.c).
 
 An output is written to a new file in its directory and renamed over its
 name at the end: a symlink someone planted at the name in a world-writable

@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "lj_target.h"
-#include "../../bpf/trace.h"
-#include "../../user/trace.h"
+#include "luajit/lj_target.h"
+#include "../../bpf/trace_abi.h"
+#include "../../user/trace/trace.h"
 
 #define MAX_PIDS 16
 

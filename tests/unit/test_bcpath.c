@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * test_bcpath.c - user/bcpath.c over real bytecode: two functions compiled
+ * test_bcpath.c - user/sampler/bcpath.c over real bytecode: two functions compiled
  * by the LuaJIT this links (jit.util.funcbc gives their instructions,
  * jit.vmdef their opcode names), laid at made-up addresses, and paths
  * between made-up snapshot frames over them, checked step by step:
@@ -22,7 +22,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include <lualib.h>
-#include "bcpath.h"
+#include "sampler/bcpath.h"
 
 static int failed, passed;
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * test_code_sites.c - the code-site finder (user/code_sites.c) against
+ * test_code_sites.c - the code-site finder (user/luajit/code_sites.c) against
  * builds whose symbols and DWARF we have.
  *
  * For each LuaJIT build with symbols, a stripped copy is searched, and what
@@ -71,9 +71,9 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <gelf.h>
-#include "code_sites.h"
-#include "elf_file.h"
-#include "lj_build.h"
+#include "luajit/code_sites.h"
+#include "luajit/elf_file.h"
+#include "luajit/lj_build.h"
 
 #define MAX_SITES	8
 #define SLOW_MS		500.0	/* a sanity bound; the goal is < 50 ms */
@@ -127,7 +127,7 @@ struct truth {
 	struct lj_layout lj;		/* J_cur_traceno, J_cur_link, J_cur_linktype, and
 					 * what layout_fits checks: gg_g, gg_j, disp2g,
 					 * g_vmstate, J_state, J_flags (gg_j and J_* 0
-					 * without JIT, as user/dwarf_layout.c has it) */
+					 * without JIT, as user/luajit/dwarf_layout.c has it) */
 	int gc64;			/* GCRef holds gcptr64: 1, gcptr32: 0, -1 unknown */
 };
 
@@ -543,7 +543,7 @@ static void check_registry(const char *path, const struct truth *t, const struct
 		      b->layout.J_cur_traceno, b->layout.J_cur_link, b->layout.J_cur_linktype,
 		      t->lj.J_cur_traceno, t->lj.J_cur_link, t->lj.J_cur_linktype);
 		reg = lj_build__sym(b, "trace_abort@traceno");
-		if (reg)	/* tracer__site steps over a test to the jcc */
+		if (reg)	/* the site finder steps over a test to the jcc (abort_jcc) */
 			check(next_jcc(ef, reg) == s->abort_site, "registry %s: trace_abort@traceno 0x%llx",
 			      b->id, (unsigned long long)reg);
 		printf("    registry %s agrees%s\n", b->id, reg ? "" : " (it has no trace_abort@traceno)");

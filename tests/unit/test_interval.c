@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * test_interval.c - user/interval.c without root or BPF: cumulative
+ * test_interval.c - user/profile/interval.c without root or BPF: cumulative
  * profiles, as the sampler hands them out at each look (rows keep their
  * index, new ones come last), become the counts of each interval, and the
  * intervals add up to the last look's counts, state by state.
  */
 #include <stdio.h>
 #include <string.h>
-#include "interval.h"
+#include "profile/interval.h"
 
 static int failed, passed;
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * test_profile.c - the zone filter, root cut and zone frames of
- * user/profile.c, and the flame graph's tree of its rows, without root or
+ * user/profile/profile.c, and the flame graph's tree of its rows, without root or
  * BPF. The zone filter's cases are
  * tests/fixtures/zone_filter.tsv, which tests/lua_api/test_lua_api.py runs through
  * the Lua API's filter too: one rule for `--zone` and
@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "flamegraph.h"
-#include "profile.h"
-#include "symbolize.h"
+#include "profile/flamegraph.h"
+#include "profile/profile.h"
+#include "luajit/symbolize.h"
 
 static int failed, passed;
 

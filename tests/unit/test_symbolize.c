@@ -24,8 +24,8 @@
 #include <lauxlib.h>
 #include <lualib.h>
 #include <luajit.h>
-#include "elf_file.h"
-#include "symbolize.h"
+#include "luajit/elf_file.h"
+#include "luajit/symbolize.h"
 
 /* lj_walk.h reads through LJ_READ: our own memory, as the sampler reads the
  * target's. Reads outside the stack window are counted: the walk's caches
@@ -537,8 +537,8 @@ static void test_escape(void)
 	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
 		struct strbuf sb = { 0 };
 
-		sym_escape(&sb, v[i].in, v[i].n);
-		check(sb.buf && !strcmp(sb.buf, v[i].out), "sym_escape", v[i].out,
+		strbuf__put_escaped(&sb, v[i].in, v[i].n);
+		check(sb.buf && !strcmp(sb.buf, v[i].out), "strbuf__put_escaped", v[i].out,
 		      sb.buf ? sb.buf : "(null)");
 		strbuf__free(&sb);
 	}

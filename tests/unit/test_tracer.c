@@ -8,13 +8,13 @@
  * traceerr text with its detail, the catalog's id, class and severity, an
  * error object's message, a reason the catalog lacks), and which aborts
  * count (benign ones only when asked, blacklistings always, as such), and the
- * report written as CSV (user/trace_report.c).
+ * report written as CSV (user/trace/trace_report.c).
  *
  * Embeds the installed libluajit-5.1 (found in the registry by the SHA-256
  * of its .text, as test_symbolize does) and reads its objects through the
  * collector's own code, which reads them as it reads a target's: through
  * process_vm_readv, here of this very process. The collector's functions are
- * static, so user/trace.c is compiled into this file. No root needed.
+ * static, so user/trace/trace.c is compiled into this file. No root needed.
  * Prints "N passed, M failed"; exits non-zero on a failure.
  */
 #define _GNU_SOURCE
@@ -22,8 +22,8 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include <lualib.h>
-#include "../../user/trace.c"
-#include "elf_file.h"
+#include "../../user/trace/trace.c"
+#include "luajit/elf_file.h"
 
 static struct {
 	struct tr_target tg;

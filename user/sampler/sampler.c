@@ -1,0 +1,1071 @@
+// SPDX-License-Identifier: MIT
+/*
+ * sampler.c - the sampling channel's userspace side (sampler.h).
+ *
+ * Loads bpf/sampler.bpf.c and starts its timers (cpu-clock events or the
+ * scheduler tick); lists each target in the mapped procs map, changed only
+ * in place, with its probes (sampler_probes.c: the GC-cycle probe that keeps
+ * the walk caches sound, the VM-start probe); names each new stack the ring announces, from the
+ * memory its record carries or from the process, compiled frames through
+ * their trace; and reads the counts table in place into a profile.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <unistd.h>
+#include <linux/perf_event.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <zlib.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "luajit/codemap.h"
+#include "base/keymap.h"
+#include "base/procmem.h"
+#include "sampler.h"
+#include "luajit/cfunc_names.h"
+#include "base/libbpf_setup.h"
+#include "sampler_int.h"
+#include "sampler.skel.h"
+#include "sampler_abi.h"
+#include "luajit/symbolize.h"
+#include "tracemap.h"
+#include "base/util.h"
+#include "zones/zones.h"
+
+
+static const char *const err_names[NUPP_ERR_MAX] = {
+	[NUPP_ERR_NO_VM] = "no VM on thread",
+	[NUPP_ERR_NO_THREAD] = "bad current thread",
+	[NUPP_ERR_BAD_BASE] = "bad frame base",
+	[NUPP_ERR_BAD_FRAME] = "bad frame",
+	[NUPP_ERR_READ] = "read fault",
+	[NUPP_ERR_NO_FRAME] = "no frame",
+	[NUPP_ERR_VM_CLOSED] = "VM closed",
+	[NUPP_ERR_MAP_FULL] = "stack map full",
+};
+
+const char *sampler__err_name(int err)
+{
+	return err >= 0 && err < NUPP_ERR_MAX ? err_names[err] : "?";
+}
+
+/* The procs map as mapped: its slots one after another (an mmap-able
+ * array's values are 8-byte aligned, as the struct's size is). */
+_Static_assert(sizeof(struct nupp_proc) % 8 == 0, "procs slots are 8-byte aligned");
+static size_t procs_bytes(void)
+{
+	return NUPP_MAX_PLACES * sizeof(struct nupp_proc);
+}
+
+static int on_new_slot(void *ctx, void *data, size_t size);
+
+static int attach_cpu_clock(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.size = sizeof(attr),
+		/* cpu-clock counts nanoseconds: a fixed period gives the asked
+		 * rate from the first sample on, where freq mode adapts slowly. */
+		.sample_period = s->period_ns,
+		/* An idle CPU runs no target: no program run there. */
+		.exclude_idle = 1,
+	};
+
+	s->links = calloc(ncpu, sizeof(*s->links));
+	if (!s->links)
+		return -ENOMEM;
+	for (int cpu = 0; cpu < ncpu; cpu++) {
+		int fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == ENODEV)	/* CPU offline */
+				continue;
+			snprintf(err, errsz, "failed to open cpu-clock event on CPU %d: %s", cpu,
+				 strerror(errno));
+			return -1;
+		}
+		s->links[s->nlinks] = bpf_program__attach_perf_event(s->skel->progs.on_cpu_clock, fd);
+		if (!s->links[s->nlinks]) {
+			snprintf(err, errsz, "failed to attach sampler on CPU %d: %s", cpu, strerror(errno));
+			close(fd);
+			return -1;
+		}
+		s->nlinks++;
+	}
+	return 0;
+}
+
+/* Address of the kernel's scheduler tick handler (an hrtimer callback):
+ * tick_nohz_handler since Linux 6.11, tick_sched_timer before. 0 if none. */
+static __u64 tick_handler(void)
+{
+	char line[256], name[128], type;
+	unsigned long long addr, found = 0;
+	FILE *f = fopen("/proc/kallsyms", "re");
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx %c %127s", &addr, &type, name) == 3 &&
+		    (!strcmp(name, "tick_nohz_handler") || !strcmp(name, "tick_sched_timer")))
+			found = addr;
+	fclose(f);
+	return found;
+}
+
+/* CONFIG_HZ of the running kernel, from its configuration (the file
+ * Debian installs in /boot, or the kernel's own /proc/config.gz; gzopen
+ * reads either); 0 when neither says. */
+static unsigned kernel_hz(void)
+{
+	char path[2][128] = { "", "/proc/config.gz" }, line[256];
+	struct utsname u;
+	unsigned hz = 0;
+
+	if (!uname(&u))
+		snprintf(path[0], sizeof(path[0]), "/boot/config-%s", u.release);
+	for (int i = 0; i < 2 && !hz; i++) {
+		gzFile f = path[i][0] ? gzopen(path[i], "rb") : NULL;
+
+		if (!f)
+			continue;
+		while (!hz && gzgets(f, line, sizeof(line)))
+			if (sscanf(line, "CONFIG_HZ=%u", &hz) != 1)
+				hz = 0;
+		gzclose(f);
+	}
+	return hz;
+}
+
+/* The time between two samples of a thread: the cpu-clock's period, or the
+ * scheduler tick's. */
+static __u64 period_ns(const struct sampler_opts *o)
+{
+	unsigned hz;
+
+	if (o->clock == SAMPLER_CLOCK_TICK)
+		return (hz = kernel_hz()) ? 1000000000ULL / hz : 0;
+	return o->freq_hz ? 1000000000ULL / o->freq_hz : (__u64)o->period_us * 1000;
+}
+
+__u64 sampler__period_ns(const struct sampler *s)
+{
+	return s->period_ns;
+}
+
+#define ALIGN16(n)	(((n) + 15) & ~(size_t)15)
+
+/* The userspace buffers, sized by --depth and --max-stacks, in two blocks:
+ * one stack's (frames, info, mapped, mkey; s->frames owns it) and the
+ * tables by slot (slot_row, known, slot_map; s->slot_row owns it), whose
+ * zeroed pages stay untouched until used. */
+static int alloc_buffers(struct sampler *s, const struct sampler_opts *o)
+{
+	size_t per_stack = o->depth + 1 + NUPP_MAX_DEPTH;	/* frames, mapped ones included */
+	size_t info = ALIGN16(per_stack * sizeof(*s->info));
+	size_t mapped = ALIGN16(per_stack * sizeof(*s->mapped));
+	size_t frames;
+	char *stack, *slots;
+
+	/* Stacks hold exactly --depth frames and the caller of the outermost. */
+	s->frames_size = (o->depth + 1) * sizeof(struct nupp_frame);
+	frames = ALIGN16(s->frames_size);
+	/* Twice the slots asked for, so that probing stays short. */
+	for (s->table_len = 16; s->table_len < 2 * (size_t)o->max_stacks; s->table_len *= 2)
+		;
+	stack = calloc(1, frames + info + mapped + sizeof(*s->mkey) + mapped);
+	slots = calloc(s->table_len, sizeof(*s->slot_row) + sizeof(*s->known) + sizeof(*s->slot_map));
+	if (!stack || !slots) {
+		free(stack);
+		free(slots);
+		return -1;
+	}
+	s->frames = (struct nupp_frame *)stack;
+	s->info = (struct sym_frame *)(stack + frames);
+	s->mapped = (struct nupp_frame *)(stack + frames + info);
+	s->mkey = (struct mapped_key *)(stack + frames + info + mapped);
+	s->slot_row = (long *)slots;
+	s->known = (__u32 *)(s->slot_row + s->table_len);
+	s->slot_map = (__u8 *)(s->known + s->table_len);
+	return 0;
+}
+
+static int open_object(struct sampler *s, char *err, size_t errsz)
+{
+	s->skel = sampler_bpf__open_opts(libbpf_setup__open_opts());
+	if (!s->skel) {
+		snprintf(err, errsz, "failed to open the sampler BPF object: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Set what the object is loaded with: its constants, the sizes of its
+ * maps, the one timer program of --clock. */
+static int configure_object(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
+{
+	if (o->clock == SAMPLER_CLOCK_TICK && !(s->skel->rodata->tick_fn = tick_handler())) {
+		snprintf(err, errsz, "cannot find the scheduler tick handler "
+			 "(tick_nohz_handler) in /proc/kallsyms");
+		return -1;
+	}
+	s->skel->rodata->walk_turns = 2 * (o->depth + 1) < NUPP_MAX_DEPTH ? 2 * (o->depth + 1)
+									   : NUPP_MAX_DEPTH;
+	s->skel->rodata->leaf_pc = o->lines;
+	bpf_map__set_max_entries(s->skel->maps.counts, s->table_len);
+	bpf_map__set_value_size(s->skel->maps.stacks, s->frames_size);
+	bpf_map__set_max_entries(s->skel->maps.stacks, o->max_stacks);
+	bpf_program__set_autoload(o->clock == SAMPLER_CLOCK_TICK ? s->skel->progs.on_cpu_clock
+								  : s->skel->progs.on_tick, false);
+	return 0;
+}
+
+/* Load it, and map what userspace reads and writes in place: the counts
+ * table, the targets' entries; the ring of new slots. */
+static int load_object(struct sampler *s, char *err, size_t errsz)
+{
+	int ret = sampler_bpf__load(s->skel);
+	void *m;
+
+	if (ret) {
+		snprintf(err, errsz, "failed to load the sampler BPF program: %s", strerror(-ret));
+		return -1;
+	}
+	if (libbpf_setup__learn_pid_view(s->skel->progs.learn_pid_view, &s->skel->bss->view_learned,
+					 err, errsz))
+		return -1;
+	s->table_bytes = s->table_len * sizeof(*s->table);
+	m = mmap(NULL, s->table_bytes, PROT_READ, MAP_SHARED, bpf_map__fd(s->skel->maps.counts), 0);
+	if (m == MAP_FAILED) {
+		snprintf(err, errsz, "failed to map the sampler's counts: %s", strerror(errno));
+		return -1;
+	}
+	s->table = m;
+	m = mmap(NULL, procs_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED,
+		 bpf_map__fd(s->skel->maps.procs), 0);
+	if (m == MAP_FAILED) {
+		snprintf(err, errsz, "failed to map the sampler's procs: %s", strerror(errno));
+		return -1;
+	}
+	s->procs = m;
+	s->new_slots = ring_buffer__new(bpf_map__fd(s->skel->maps.new_slots), on_new_slot, s, NULL);
+	if (!s->new_slots) {
+		snprintf(err, errsz, "failed to open the sampler's ring buffer: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Start the timers (the scheduler tick, or a cpu-clock event per CPU) and
+ * the exec hook. */
+static int attach(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
+{
+	if (o->clock == SAMPLER_CLOCK_TICK) {
+		if (!(s->links = calloc(1, sizeof(*s->links)))) {
+			snprintf(err, errsz, "out of memory");
+			return -1;
+		}
+		if (!(s->links[0] = bpf_program__attach(s->skel->progs.on_tick))) {
+			snprintf(err, errsz, "failed to attach to the scheduler tick: %s", strerror(errno));
+			return -1;
+		}
+		s->nlinks = 1;
+	} else if (attach_cpu_clock(s, o, err, errsz)) {
+		return -1;
+	}
+	s->exec_link = bpf_program__attach(s->skel->progs.on_exec);
+	if (!s->exec_link) {
+		snprintf(err, errsz, "failed to attach to sched_process_exec: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* The sampler as a channel of a session (channel.h). */
+static int ch_add_target(struct channel *c, const struct lj_target *t, struct zones *z,
+			 char *err, size_t errsz)
+{
+	return sampler__add_target((struct sampler *)c, t, z, err, errsz);
+}
+
+static void ch_remove_target(struct channel *c, const struct lj_target *t)
+{
+	sampler__remove_target((struct sampler *)c, t);
+}
+
+static bool ch_target_execed(struct channel *c, pid_t pid)
+{
+	return sampler__target_execed((struct sampler *)c, pid);
+}
+
+static int ch_set_zones(struct channel *c, const struct lj_target *t, struct zones *z)
+{
+	return sampler__set_zones((struct sampler *)c, t, z);
+}
+
+static int ch_fd(const struct channel *c)
+{
+	return sampler__fd((const struct sampler *)c);
+}
+
+static void ch_pause(struct channel *c, bool paused)
+{
+	sampler__pause((struct sampler *)c, paused);
+}
+
+static void ch_close(struct channel *c)
+{
+	sampler__close((struct sampler *)c);
+}
+
+static const struct channel_ops sampler_channel = {
+	.name = "sampler",
+	.add_target = ch_add_target,
+	.remove_target = ch_remove_target,
+	.target_execed = ch_target_execed,
+	.set_zones = ch_set_zones,
+	.fd = ch_fd,
+	.pause = ch_pause,
+	.close = ch_close,
+};
+
+struct channel *sampler__channel(struct sampler *s)
+{
+	return s ? &s->channel : NULL;
+}
+
+struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t errsz)
+{
+	struct sampler *s = calloc(1, sizeof(*s));
+
+	if (s)
+		s->channel.ops = &sampler_channel;
+	if (!s || alloc_buffers(s, o)) {
+		snprintf(err, errsz, "out of memory");
+		sampler__close(s);
+		return NULL;
+	}
+	s->period_ns = period_ns(o);
+	s->max_shown = o->depth;
+	s->lines = o->lines;
+	s->dumpstack_names = o->dumpstack_names;
+	s->no_walk_caches = o->no_walk_caches;
+	if (open_object(s, err, errsz) || configure_object(s, o, err, errsz) ||
+	    load_object(s, err, errsz) || attach(s, o, err, errsz)) {
+		sampler__close(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* A target's memory as its symbolizer reads it: from what the ring record
+ * of the stack being named captured (struct nupp_capture) when that holds
+ * all of it, else from the process. */
+static int target_mem_read(void *ctx, void *dst, size_t n, __u64 addr)
+{
+	const struct target *tg = ctx;
+
+	for (int i = 0; tg->naming && i < NUPP_CAPTURES; i++) {
+		const struct nupp_capture *c = &tg->naming->captured[i];
+		__u64 at = addr - c->addr;
+
+		if (c->addr && addr >= c->addr && c->len <= NUPP_CAPTURE_MAX && at <= c->len &&
+		    n <= c->len - at) {
+			memcpy(dst, c->bytes + at, n);
+			return 0;
+		}
+	}
+	return procmem__read(tg->pid, dst, n, addr);
+}
+
+/* A target's own state: its probes, its symbolizer and maps; the walk
+ * caches' probe too, when destroy_caches. */
+static void free_target(struct target *tg, bool destroy_caches)
+{
+	if (destroy_caches)
+		disable_walk_caches(tg, false);
+	bpf_link__destroy(tg->vm_probe);
+	symbolizer__free(tg->sym);
+	cfunc_names__free(tg->cnames);
+	codemap__free(tg->code);
+	tracemap__free(tg->tm);
+	free(tg);
+}
+
+void sampler__close(struct sampler *s)
+{
+	if (!s)
+		return;
+	sampler__stop(s);	/* the timers and the exec hook */
+	free(s->links);
+	sampler_bpf__destroy(s->skel);
+	for (int i = 0; i < s->ntargets; i++)
+		free_target(s->targets[i], true);
+	free(s->targets);
+	ring_buffer__free(s->new_slots);
+	if (s->table)
+		munmap(s->table, s->table_bytes);
+	if (s->procs)
+		munmap(s->procs, procs_bytes());
+	keymap__free(&s->seen);
+	keymap__free(&s->rendered);
+	profile__free(&s->rows);
+	free(s->frames);	/* with info, mapped and mkey */
+	free(s->slot_row);	/* with known and slot_map */
+	free(s);
+}
+
+/* The live target of pid: one that exited may have left its pid to another. */
+static struct target *target_of(struct sampler *s, __u32 pid)
+{
+	for (int i = 0; i < s->ntargets; i++)
+		if (s->targets[i]->pid == (pid_t)pid && !s->targets[i]->gone)
+			return s->targets[i];
+	return NULL;
+}
+
+/* Write a target's entry of the procs map, before it is listed. */
+static int configure(struct sampler *s, struct target *tg)
+{
+	return bpf_map__update_elem(s->skel->maps.procs, &tg->slot, sizeof(tg->slot), &tg->proc,
+				    sizeof(tg->proc), BPF_ANY);
+}
+
+/* List a configured target for the sampler: once, so that a slot the
+ * kernel tombstoned at an exec (on_exec) is never brought back. */
+static int enlist(struct sampler *s, struct target *tg)
+{
+	__u32 tgid = tg->pid;
+
+	if (tg->slot >= NUPP_MAX_TARGETS)
+		return bpf_map__update_elem(s->skel->maps.more_targets, &tgid, sizeof(tgid),
+					    &tg->slot, sizeof(tg->slot), BPF_ANY);
+	__atomic_store_n(&s->skel->bss->target_tgid[tg->slot], tgid, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Unlist a target: its pid matches nothing from now on. */
+static void unlist(struct sampler *s, struct target *tg)
+{
+	__u32 tgid = tg->pid, slot;
+
+	if (tg->slot < NUPP_MAX_TARGETS) {
+		__atomic_store_n(&s->skel->bss->target_tgid[tg->slot], NUPP_TGID_GONE,
+				 __ATOMIC_RELEASE);
+		return;
+	}
+	/* Gone already if the process executed another program (on_exec). */
+	if (!bpf_map__lookup_elem(s->skel->maps.more_targets, &tgid, sizeof(tgid), &slot,
+				  sizeof(slot), 0) && slot == tg->slot)
+		bpf_map__delete_elem(s->skel->maps.more_targets, &tgid, sizeof(tgid), 0);
+}
+
+/* The block [*start, + *len) holding the 8-byte fields at offs[0..n); -1
+ * when it would be longer than max. */
+static int block_of(const __u32 *offs, int n, __u32 max, __u32 *start, __u32 *len)
+{
+	__u32 lo = offs[0], hi = offs[0];
+
+	for (int i = 1; i < n; i++) {
+		lo = offs[i] < lo ? offs[i] : lo;
+		hi = offs[i] > hi ? offs[i] : hi;
+	}
+	*start = lo & ~7U;
+	*len = hi + 8 - *start;
+	return *len <= max ? 0 : -1;
+}
+
+int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zones *z,
+			char *err, size_t errsz)
+{
+	const struct lj_layout *lj = &t->layout;
+	const __u32 Lf[] = { lj->L_base, lj->L_stack, lj->L_maxstack, lj->L_cframe };
+	/* The main lua_State is the first member of GG_State. */
+	const __u32 ggf[] = {
+		lj->L_base, lj->L_stack, lj->L_maxstack, lj->L_cframe,
+		lj->gg_g + lj->g_vmstate, lj->gg_g + lj->g_cur_L, lj->gg_g + lj->g_jit_base,
+	};
+	__u32 gg_blk, gg_len, L_blk, L_len;
+	__u64 code_lo[NUPP_CODE_RANGES], code_hi[NUPP_CODE_RANGES];
+	int ncode;
+	struct target *tg;
+
+	/* The sampler reads these fields in one block each. */
+	if (block_of(ggf, sizeof(ggf) / sizeof(ggf[0]), NUPP_GG_BLK, &gg_blk, &gg_len) ||
+	    block_of(Lf, sizeof(Lf) / sizeof(Lf[0]), NUPP_BLK, &L_blk, &L_len)) {
+		snprintf(err, errsz, "the LuaJIT layout of PID %d spreads the VM's fields wider "
+			 "than the sampler reads at once", t->pid);
+		return -1;
+	}
+
+	if (s->ntargets == NUPP_MAX_PLACES) {
+		snprintf(err, errsz, "too many target processes (at most %d)", NUPP_MAX_PLACES);
+		return -1;
+	}
+	if (ARRAY_ROOM(s->targets, s->ntargets, s->cap, 8)) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	tg = calloc(1, sizeof(*tg));
+	if (!tg) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	tg->slot = s->ntargets;
+	tg->t = t;
+	tg->pid = t->pid;
+	ncode = lj_target__code_near(t->pid, t->vm_lo, code_lo, code_hi, NUPP_CODE_RANGES);
+	tg->proc = (struct nupp_proc){
+		.lj = t->layout,
+		.gg_blk = gg_blk,
+		.gg_len = gg_len,
+		.L_blk = L_blk,
+		.L_len = L_len,
+		.vm_lo = t->vm_lo,
+		.vm_hi = t->vm_hi,
+		.g = t->ngs == 1 ? t->gs[0] : 0,
+		.max_frames = s->frames_size / sizeof(struct nupp_frame),
+		.counts_mask = s->table_len - 1,
+		.slot = s->ntargets,
+		.zone_cur = z ? zones__current_addr(z) : 0,
+	};
+	for (int i = 0; i < ncode; i++)
+		tg->proc.code[i] = (struct nupp_code_range){ code_lo[i], code_hi[i] };
+	tg->zones = z;
+	tg->sym = symbolizer__new(lj_target__build(t), (struct mem_reader){ target_mem_read, tg });
+	tg->code = codemap__new(t->pid);
+	tg->cnames = tg->code ? cfunc_names__new(t->pid, tg->code) : NULL;
+	if (!tg->sym || !tg->code || !tg->cnames) {
+		snprintf(err, errsz, "out of memory");
+		free_target(tg, false);
+		return -1;
+	}
+	symbolizer__set_lines(tg->sym, s->lines);
+	symbolizer__site_ops(tg->sym, tg->proc.site_ops, sizeof(tg->proc.site_ops));
+	if (!s->dumpstack_names)
+		symbolizer__set_cfunc_names(tg->sym, tg->cnames);
+	/* NULL for a build whose layout has no trace fields (or when
+	 * NUPP_NO_TRACE_MAP=1 asks so): its compiled samples keep the trace's
+	 * base frame as their leaf. */
+	if (!getenv("NUPP_NO_TRACE_MAP"))
+		tg->tm = tracemap__new(lj_target__build(t), procmem__reader(&tg->pid), t->vm_lo);
+	if (configure(s, tg) || enlist(s, tg)) {
+		snprintf(err, errsz, "failed to configure PID %d: %s", t->pid, strerror(errno));
+		free_target(tg, false);
+		return -1;
+	}
+	if (t->ngs)
+		tg->vm_known_at = 1;
+	s->targets[s->ntargets++] = tg;
+	/* Sampled from now on; walked with the caches once their probe is on.
+	 * Attaching a uprobe can take a while (it waits for any uprobe being
+	 * removed, ~0.1 s each), and sampling need not wait for it. */
+	watch_new_vm(s, tg);
+	enable_walk_caches(s, tg);
+	if (tg->gc_probe)
+		SET_LIVE(s, tg, gc_epoch, tg->proc.gc_epoch);
+	return 0;
+}
+
+int sampler__refresh_target(struct sampler *s, const struct lj_target *t)
+{
+	struct target *tg = target_of(s, t->pid);
+
+	if (!tg)
+		return -ESRCH;
+	/* Read before the sampler knows the VM: a sample counted in between
+	 * stays unresolved rather than be called a thread in no VM. */
+	if (t->ngs && !tg->vm_known_at)
+		tg->vm_known_at = __atomic_load_n(&s->procs[tg->slot].vmless, __ATOMIC_ACQUIRE) + 1;
+	SET_LIVE(s, tg, g, t->ngs == 1 ? t->gs[0] : 0);
+	return 0;
+}
+
+__u64 sampler__vmless(struct sampler *s, pid_t pid)
+{
+	struct target *tg = target_of(s, pid);
+
+	return tg ? __atomic_load_n(&s->procs[tg->slot].vmless, __ATOMIC_ACQUIRE) : 0;
+}
+
+void sampler__before_vm(struct sampler *s, pid_t pid, __u64 vmless)
+{
+	struct target *tg = target_of(s, pid);
+
+	if (tg)
+		tg->before_vm = vmless;
+}
+
+void sampler__remove_target(struct sampler *s, const struct lj_target *t)
+{
+	struct target *tg = target_of(s, t->pid);
+
+	if (!tg)
+		return;
+	tg->gone = true;
+	unlist(s, tg);
+}
+
+bool sampler__target_execed(struct sampler *s, pid_t pid)
+{
+	struct target *tg = target_of(s, pid);
+
+	if (!tg || !__atomic_load_n(&s->skel->bss->target_execed[tg->slot],
+				    __ATOMIC_ACQUIRE))
+		return false;
+	/* Stacks seen before the exec, while the symbolizer still knows the
+	 * process as it was (its caches; its memory is the new program's). */
+	sampler__poll(s);
+	sampler__remove_target(s, tg->t);
+	/* The GC probe would fire in a new image that maps the same file,
+	 * next to the one the new target attaches. */
+	disable_walk_caches(tg, false);
+	tg->caches_backoff = 0;
+	return true;
+}
+
+int sampler__set_zones(struct sampler *s, const struct lj_target *t, struct zones *z)
+{
+	struct target *tg = target_of(s, t->pid);
+
+	if (!tg)
+		return -ESRCH;
+	tg->zones = z;
+	SET_LIVE(s, tg, zone_cur, zones__current_addr(z));
+	return 0;
+}
+
+/* The files' code near the interpreter, into the target's entry (see
+ * nupp_proc.code). */
+static void set_code_ranges(struct sampler *s, struct target *tg)
+{
+	__u64 lo[NUPP_CODE_RANGES], hi[NUPP_CODE_RANGES];
+	int n = lj_target__code_near(tg->pid, tg->t->vm_lo, lo, hi, NUPP_CODE_RANGES);
+
+	for (int i = 0; i < NUPP_CODE_RANGES; i++) {
+		SET_LIVE(s, tg, code[i].lo, i < n ? lo[i] : 0);
+		SET_LIVE(s, tg, code[i].hi, i < n ? hi[i] : 0);
+	}
+}
+
+void sampler__refresh_code(struct sampler *s, const struct lj_target *t)
+{
+	struct target *tg = target_of(s, t->pid);
+
+	if (tg)
+		set_code_ranges(s, tg);
+}
+
+void sampler__pause(struct sampler *s, bool paused)
+{
+	s->skel->bss->paused = paused;
+}
+
+void sampler__stop(struct sampler *s)
+{
+	for (int i = 0; i < s->nlinks; i++)
+		bpf_link__destroy(s->links[i]);
+	s->nlinks = 0;
+	bpf_link__destroy(s->exec_link);
+	s->exec_link = NULL;
+}
+
+
+/* Frame k of the stack just symbolized into text, as a profile frame. */
+static struct profile_frame frame_of(struct target *tg, const struct sym_frame *sf,
+				     char *text)
+{
+	static const enum profile_frame_kind kinds[] = {
+		[SYM_KIND_LUA] = PROFILE_FRAME_LUA, [SYM_KIND_C] = PROFILE_FRAME_C,
+		[SYM_KIND_BUILTIN] = PROFILE_FRAME_BUILTIN, [SYM_KIND_UNREAD] = PROFILE_FRAME_UNKNOWN,
+	};
+	struct profile_frame f = {
+		.name = text + sf->off, .file = "", .kind = kinds[sf->kind],
+		.start_line = sf->start_line, .line = sf->line, .addr = sf->addr,
+	};
+	const struct code_mapping *m;
+
+	if (sf->kind == SYM_KIND_LUA)
+		f.file = (char *)sf->chunk;
+	if (sf->kind == SYM_KIND_C && (m = codemap__find(tg->code, sf->addr))) {
+		f.file = m->file;
+		f.map_start = m->start;
+		f.map_limit = m->limit;
+		f.map_off = m->off;
+	}
+	return f;
+}
+
+/* Add the stack just symbolized (n frames: text and s->info) as a row of
+ * key k; the row, or -1 when out of memory. */
+static long add_row(struct sampler *s, struct target *tg, const struct nupp_stack_key *k,
+		    struct strbuf *text, int n)
+{
+	__u32 ids[NUPP_MAX_DEPTH];
+	long id;
+
+	/* Each name ends where the next frame's ';' is: cut them apart. */
+	for (int i = 0; i < n; i++)
+		text->buf[s->info[i].off + s->info[i].len] = '\0';
+	for (int i = 0; i < n; i++) {
+		struct profile_frame f = frame_of(tg, &s->info[i], text->buf);
+
+		if ((id = profile__frame(&s->rows, &f)) < 0)
+			return -1;
+		ids[i] = id;
+	}
+	return profile__add(&s->rows, k->pid, k->tid, k->g,
+			    tg->zones ? zones__path(tg->zones, k->zone) : "", ids, n);
+}
+
+/* What s->seen holds for a key: its row (>= -2) and how its trace
+ * position mapped (enum tracemap_result). */
+#define KEY_VALUE(row, mapped)	(((row) + 2) * 4 + (mapped))
+#define KEY_ROW(v)		((v) / 4 - 2)
+#define KEY_MAPPED(v)		((int)((v) % 4))
+
+/* The frames of k's stack into s->frames: those the ring brought with its
+ * slot (frames, nframes; NULL when it did not), else from the stacks map,
+ * where the kernel stores them before the first key of the stack. */
+static int key_frames(struct sampler *s, const struct nupp_stack_key *k,
+		      const struct nupp_frame *frames, __u32 nframes)
+{
+	if (frames && nframes == k->depth && nframes * sizeof(*frames) <= s->frames_size) {
+		memcpy(s->frames, frames, nframes * sizeof(*frames));
+		return 0;
+	}
+	return bpf_map__lookup_elem(s->skel->maps.stacks, &k->stack, sizeof(k->stack),
+				    s->frames, s->frames_size, 0);
+}
+
+
+/* Whether the code of tg's stacks can still be read: a process on its way
+ * out loses its memory (exit_mm) before it turns into a zombie, and a VM
+ * that lua_close closes frees its code while the process runs on. */
+static bool target_readable(const struct sampler *s, const struct target *tg)
+{
+	__u8 byte;
+
+	return !__atomic_load_n(&s->procs[tg->slot].vm_closes, __ATOMIC_ACQUIRE) &&
+	       procmem__alive(tg->pid) && !procmem__read(tg->pid, &byte, 1, tg->t->vm_lo);
+}
+
+/* An epoch that many ahead of the one seen is of the same run of the walk
+ * caches: each run starts at a random epoch (enable_walk_caches). */
+#define EPOCH_AHEAD_MAX		(1ULL << 32)
+
+/* Render one kernel key into a row, once. A stack with frames that could not
+ * be read because the target is gone (or its VM closed) is counted as
+ * unsymbolized instead (row -2). On trace, the frames inlined into the
+ * trace come first (*mapped: enum tracemap_result). The row, or -1 when out
+ * of memory. */
+static long symbolize_key(struct sampler *s, const struct nupp_stack_key *k,
+			  const struct nupp_new_slot *e, int *mapped)
+{
+	struct target *tg = target_of(s, k->pid);
+	struct strbuf stack = {};
+	int unknown, depth = k->depth, shown = k->depth - k->truncated;
+	long row = -2;
+
+	*mapped = TRACEMAP_NONE;
+	if (tg && !key_frames(s, k, e ? e->frames : NULL, e ? e->nframes : 0)) {
+		/* A stack the ring announced is named at its sample's epoch. */
+		if (e && tg->proc.gc_epoch && e->gc_epoch - tg->seen_epoch - 1 < EPOCH_AHEAD_MAX)
+			forget_freed_code(s, tg, e->gc_epoch);
+		/* On trace: the frames inlined into it, from its snapshots. */
+		*mapped = tracemap__expand(tg->tm, k->g, s->frames, k->depth, s->mapped,
+					   k->depth + NUPP_MAX_DEPTH, &depth);
+		if (*mapped < 0)
+			return -1;
+		shown += depth - k->depth;
+		if (shown > s->max_shown)
+			shown = s->max_shown;
+		/* The keys of a trace's instructions between two snapshots map
+		 * to a few stacks: render each once. Without --lines the leaf's
+		 * pc names nothing (off trace the sampler does not record it):
+		 * the instructions of one frame's bytecode map to one stack. */
+		if (*mapped == TRACEMAP_MAPPED) {
+			if (!s->lines)
+				s->mapped[0].pc &= NUPP_CALL_MASK;
+			size_t n = sizeof(*s->mkey) + depth * sizeof(*s->mapped);
+
+			*s->mkey = (struct mapped_key){ k->pid, k->tid, k->g, k->zone, depth, shown };
+			memcpy(s->mkey->frames, s->mapped, depth * sizeof(*s->mapped));
+			row = keymap__get(&s->rendered, s->mkey, n);
+			if (row >= 0)
+				goto seen;
+			row = -2;
+		}
+		/* Until the GC epoch moves, no code was freed since the caches
+		 * were last flushed: a cached prototype holds without a read. */
+		symbolizer__trust(tg->sym, tg->proc.gc_epoch &&
+				  (e ? e->gc_epoch : __atomic_load_n(&s->procs[tg->slot].gc_epoch,
+								      __ATOMIC_RELAXED)) == tg->seen_epoch);
+		tg->naming = e;
+		unknown = symbolizer__stack_info(tg->sym, s->mapped, depth, shown, &stack, s->info);
+		tg->naming = NULL;
+		if (unknown == -ENOMEM)
+			return -1;
+		if (!unknown || target_readable(s, tg))
+			row = add_row(s, tg, k, &stack, shown);
+		if (row == -1)
+			return -1;
+		if (row >= 0)
+			s->rows.rows[row].unreadable = unknown > 0;
+		if (row >= 0 && *mapped == TRACEMAP_MAPPED &&
+		    keymap__put(&s->rendered, s->mkey, sizeof(*s->mkey) + depth * sizeof(*s->mapped), row))
+			return -1;
+	}
+seen:
+	strbuf__free(&stack);
+	if (row == -2)
+		s->unsymbolized_keys++;
+	return keymap__put(&s->seen, k, sizeof(*k), KEY_VALUE(row, *mapped)) ? -1 : row;
+}
+
+/* Slot idx of the counts table holds a key: give it its row. The ring's
+ * record of it, with its stack's frames and what names them, when the ring
+ * announced it (else NULL). */
+static int see_slot(struct sampler *s, __u32 idx, const struct nupp_new_slot *e)
+{
+	const struct nupp_stack_slot *slot;
+	long row, v;
+	int mapped;
+
+	if (idx >= s->table_len || s->slot_row[idx])
+		return 0;
+	slot = &s->table[idx];
+	if (!__atomic_load_n(&slot->ready, __ATOMIC_ACQUIRE))
+		return 0;
+	v = keymap__get(&s->seen, &slot->key, sizeof(slot->key));
+	if (v == -1) {
+		row = symbolize_key(s, &slot->key, e, &mapped);
+	} else {
+		row = KEY_ROW(v);
+		mapped = KEY_MAPPED(v);
+	}
+	if (row == -1)
+		return -ENOMEM;
+	s->slot_row[idx] = SLOT_SEEN + row;
+	s->slot_map[idx] = mapped;
+	s->known[s->nknown++] = idx;
+	return 0;
+}
+
+static int on_new_slot(void *ctx, void *data, size_t size)
+{
+	const struct nupp_new_slot *e = data;
+	size_t head = offsetof(struct nupp_new_slot, frames);
+
+	if (size < head || e->nframes > (size - head) / sizeof(e->frames[0]))
+		return 0;
+	return see_slot(ctx, e->slot, e);
+}
+
+int sampler__drain(struct sampler *s)
+{
+	int ret, n;
+
+	/* The ring first: its stacks are named at their own epochs. */
+	ret = n = ring_buffer__consume(s->new_slots);
+	if (ret < 0)
+		return ret;
+	for (int i = 0; i < s->ntargets; i++)
+		if (!s->targets[i]->gone)
+			forget_freed_code(s, s->targets[i], current_epoch(s, s->targets[i]));
+	/* The ring was full at some point: find the slots it missed. */
+	if (__atomic_exchange_n(&s->skel->bss->new_slots_lost, 0, __ATOMIC_ACQ_REL))
+		for (__u32 idx = 0; idx < s->table_len; idx++)
+			if ((ret = see_slot(s, idx, NULL)))
+				return ret;
+	return n;
+}
+
+int sampler__fd(const struct sampler *s)
+{
+	return ring_buffer__epoll_fd(s->new_slots);
+}
+
+int sampler__poll(struct sampler *s)
+{
+	int ret;
+
+	for (int i = 0; i < s->ntargets; i++) {
+		if (s->targets[i]->gone)
+			continue;
+		codemap__age(s->targets[i]->code);
+		tracemap__poll(s->targets[i]->tm);
+	}
+	ret = sampler__drain(s);
+	return ret < 0 ? ret : 0;
+}
+
+/* Sum a per-CPU counter. */
+static __u64 counter(struct sampler *s, __u32 idx)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	__u64 vals[ncpu], sum = 0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.counters), &idx, vals))
+		return 0;
+	for (int i = 0; i < ncpu; i++)
+		sum += vals[i];
+	return sum;
+}
+
+/* Samples of the targets so far: every one is counted once, in its
+ * stack's slot or in a counter. */
+static __u64 samples_so_far(struct sampler *s)
+{
+	__u64 n = 0;
+
+	for (size_t k = 0; k < s->nknown; k++)
+		for (int i = 0; i < NUPP_ST_MAX; i++)
+			n += __atomic_load_n(&s->table[s->known[k]].state[i], __ATOMIC_RELAXED);
+	for (__u32 i = 0; i < NUPP_CNT_MAX; i++)
+		n += counter(s, i);
+	return n;
+}
+
+void sampler__progress(struct sampler *s, __u64 *samples, __u64 *stacks)
+{
+	*samples = samples_so_far(s);
+	*stacks = s->seen.used;
+}
+
+/* Add every row of s to p, with its frames; 0 or -1 when out of memory. */
+static int copy_rows(struct sampler *s, struct profile *p)
+{
+	long *id = malloc((s->rows.nframes + 1) * sizeof(*id));	/* in s -> in p */
+	__u32 ids[NUPP_MAX_DEPTH];
+	int ret = -1;
+
+	if (!id)
+		return -1;
+	for (size_t i = 0; i < s->rows.nframes; i++)
+		if ((id[i] = profile__frame(p, &s->rows.frames[i])) < 0)
+			goto out;
+	for (size_t i = 0; i < s->rows.nrows; i++) {
+		const struct profile_row *r = &s->rows.rows[i];
+		long at;
+
+		for (__u32 k = 0; k < r->nframes; k++)
+			ids[k] = id[r->frames[k]];
+		if ((at = profile__add(p, r->pid, r->tid, r->g, r->zone, ids, r->nframes)) < 0)
+			goto out;
+		memcpy(p->rows[at].state, r->state, sizeof(r->state));
+		p->rows[at].unreadable = r->unreadable;
+	}
+	p->period_ns = s->period_ns;
+	ret = 0;
+out:
+	free(id);
+	return ret;
+}
+
+/* Tell apart tg's samples that found no VM (in the order counted): before
+ * its process had one (before_vm, outside Lua), then, until the sampler knew
+ * its VM, samples a VM it could not name may have run (unresolved), then
+ * those of threads that run no Lua. Once the process's VM is known, a
+ * thread's VM is found by DISPATCH or the register that holds it, by the
+ * thread's last one or luaL_openlibs's probe (bpf/sampler.bpf.c, find_vm):
+ * a thread where none of them names one runs the host's own code. */
+static void vmless_split(struct sampler *s, struct target *tg, struct sampler_stats *st)
+{
+	const struct nupp_proc *p = &s->procs[tg->slot];
+	__u64 named = __atomic_load_n(&p->vmless_named, __ATOMIC_ACQUIRE);
+	__u64 vmless = __atomic_load_n(&p->vmless, __ATOMIC_ACQUIRE);
+	__u64 known = tg->vm_known_at;
+
+	/* Those before luaL_openlibs ran before any Lua code, whatever the
+	 * scans saw (on_openlibs); after it, the process had a VM known. */
+	if (named && named - 1 > tg->before_vm)
+		tg->before_vm = named - 1;
+	if (named && (!known || named < known))
+		known = named;
+	st->before_vm += tg->before_vm;
+	if (known && vmless > known - 1)
+		st->thread_no_vm += vmless - (known - 1 > tg->before_vm ? known - 1 : tg->before_vm);
+}
+
+struct profile *sampler__counts(struct sampler *s, struct sampler_stats *st)
+{
+	__u64 no_vm;
+
+	memset(st, 0, sizeof(*st));
+	if (sampler__poll(s))
+		return NULL;
+	/* Rows are sums: one key may sit in two slots, and keys that render
+	 * alike share a row. */
+	for (size_t i = 0; i < s->rows.nrows; i++)
+		memset(s->rows.rows[i].state, 0, sizeof(s->rows.rows[i].state));
+	for (size_t k = 0; k < s->nknown; k++) {
+		const struct nupp_stack_slot *slot = &s->table[s->known[k]];
+		long row = s->slot_row[s->known[k]] - SLOT_SEEN;
+		__u64 c[NUPP_ST_MAX], n = 0;
+
+		for (int i = 0; i < NUPP_ST_MAX; i++)
+			n += c[i] = __atomic_load_n(&slot->state[i], __ATOMIC_RELAXED);
+		st->samples += n;
+		if (slot->key.truncated)
+			st->truncated += n;
+		st->trace_compiled += c[NUPP_ST_COMPILED];
+		if (s->slot_map[s->known[k]] == TRACEMAP_MAPPED)
+			st->trace_mapped += c[NUPP_ST_COMPILED];
+		else if (s->slot_map[s->known[k]] == TRACEMAP_UNMAPPED)
+			st->trace_unmapped += c[NUPP_ST_COMPILED];
+		if (row < 0) {
+			st->unsymbolized += n;
+			continue;
+		}
+		if (s->rows.rows[row].unreadable)
+			st->unreadable += n;
+		for (int i = 0; i < NUPP_ST_MAX; i++)
+			s->rows.rows[row].state[i] += c[i];
+	}
+	if (getenv("NUPP_VERBOSE")) {
+		fprintf(stderr, "sampler: %zu kernel stacks, %zu mapped stacks rendered\n",
+			s->seen.used, s->rendered.used);
+		for (int i = 0; i < s->ntargets; i++)
+			if (s->targets[i]->tm)
+				fprintf(stderr, "sampler: pid %d: %zu traces held, %zu bytes\n",
+					s->targets[i]->pid, tracemap__traces(s->targets[i]->tm),
+					tracemap__bytes(s->targets[i]->tm));
+	}
+	st->paused = counter(s, NUPP_CNT_PAUSED);
+	st->samples += st->paused;
+	for (int i = 0; i < NUPP_ERR_MAX; i++)
+		st->samples += st->unresolved[i] = counter(s, NUPP_CNT_ERR + i);
+	for (int i = 0; i < s->ntargets; i++)
+		vmless_split(s, s->targets[i], st);
+	/* The per-target counts may run ahead of the counter read above. */
+	no_vm = st->before_vm + st->thread_no_vm;
+	st->unresolved[NUPP_ERR_NO_VM] -= no_vm < st->unresolved[NUPP_ERR_NO_VM] ?
+					  no_vm : st->unresolved[NUPP_ERR_NO_VM];
+	return &s->rows;
+}
+
+int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats *st)
+{
+	if (!sampler__counts(s, st))
+		return -ENOMEM;
+	return copy_rows(s, p) ? -ENOMEM : 0;
+}
+
+int sampler__take(struct sampler *s, struct profile *p, struct sampler_stats *st)
+{
+	if (!sampler__counts(s, st))
+		return -ENOMEM;
+	*p = s->rows;
+	p->period_ns = s->period_ns;
+	s->rows = (struct profile){ 0 };
+	return 0;
+}

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sampler_int.h - what the sampler's two files share: sampler.c (the BPF
+ * object, its targets, naming their stacks into rows) and sampler_probes.c
+ * (the uprobes a target gets and the walk caches they drive). Not for use
+ * outside them.
+ */
+#ifndef NUPP_SAMPLER_INT_H
+#define NUPP_SAMPLER_INT_H
+
+#include <linux/types.h>
+#include "base/keymap.h"
+#include "channel/channel.h"
+#include "profile/profile.h"
+#include "sampler.h"
+#include "sampler.skel.h"
+#include "sampler_abi.h"
+
+struct target {
+	const struct lj_target *t;
+	pid_t pid;			/* storage the memory reader points at */
+	struct symbolizer *sym;
+	struct codemap *code;		/* where its C functions come from */
+	struct cfunc_names *cnames;	/* and their names */
+	struct tracemap *tm;		/* NULL: its build's traces are not mapped */
+	struct zones *zones;		/* the caller's, NULL until set */
+	struct nupp_proc proc;		/* as configured in the procs map */
+	struct bpf_link *gc_probe;	/* retires the walk caches; NULL: no caches */
+	struct bpf_link *vm_probe;	/* names a new VM to the sampler; NULL: none */
+	const struct nupp_new_slot *naming;	/* the ring record of the stack being
+						 * named: its captured memory first */
+	__u64 seen_epoch;		/* the GC epoch the symbolizer's caches hold for */
+	double seen_at;			/* when it was read (CLOCK_MONOTONIC, s) */
+	double caches_retry_at;		/* caches off for GC cycles too often: when to try again, */
+	double caches_backoff;		/* after how long (s), doubled at each failure; 0 never off */
+	__u64 before_vm;		/* its samples that found no VM, taken before it had one */
+	__u64 vm_known_at;		/* its vmless count + 1 when a scan first found its
+					 * VM (or when added with one), 0 before */
+	bool gone;			/* the process exited or executed another program:
+					 * its pid may be another target's now */
+	__u32 slot;			/* in the BPF program's maps */
+};
+
+/* A stack as mapped through its trace, with what else makes its row. */
+struct mapped_key {
+	__u32 pid, tid;
+	__u64 g;
+	__u32 zone;
+	__u16 depth, shown;
+	struct nupp_frame frames[];
+};
+
+#define SLOT_SEEN	3	/* slot_row of a slot seen: its row (>= -2) + 3 */
+
+struct sampler {
+	struct channel channel;		/* first: the session's view of it */
+	struct sampler_bpf *skel;
+	struct bpf_link **links;
+	int nlinks;
+	struct bpf_link *exec_link;	/* on_exec */
+	size_t frames_size;		/* of a stacks map value: --depth + 1 frames */
+	struct nupp_frame *frames;	/* a buffer of that size */
+	struct sym_frame *info;		/* what each of them is, outermost first */
+	__u64 period_ns;		/* between two samples of a thread, 0 unknown */
+	struct nupp_frame *mapped;	/* the same with the frames inlined into a trace */
+	int max_shown;			/* --depth */
+	bool lines;			/* frames carry their current line */
+	bool dumpstack_names;		/* C functions by address (@0x…) */
+	bool no_walk_caches;		/* sampler_opts.no_walk_caches */
+	struct target **targets;	/* by slot, as in the BPF program (each stays put:
+					 * symbolizers read its pid) */
+	int ntargets, cap;
+	struct nupp_stack_slot *table;	/* the counts table, mapped read-only */
+	size_t table_len, table_bytes;	/* slots, bytes mapped */
+	struct nupp_proc *procs;	/* the procs map, mapped: live slots' fields */
+	struct ring_buffer *new_slots;	/* slots claimed since the last poll, with
+					 * their stacks' frames (struct nupp_new_slot) */
+	long *slot_row;			/* by slot: 0 not seen, else SLOT_SEEN + its row in
+					 * rows (-2: unsymbolized); zero pages until used */
+	__u32 *known;			/* slots seen, in the order they were */
+	size_t nknown;
+	struct keymap seen;		/* kernel key -> KEY_VALUE(row, enum tracemap_result);
+					 * row -2: unsymbolized */
+	__u8 *slot_map;			/* by slot: enum tracemap_result of its key */
+	struct keymap rendered;		/* a mapped stack's frames (struct mapped_key) -> its
+					 * row: the keys of one trace's instructions that
+					 * map alike render alike */
+	struct mapped_key *mkey;	/* a buffer for one */
+	struct profile rows;		/* rows with counts still 0 until collect */
+	__u64 unsymbolized_keys;
+};
+
+/* Set one field of a listed target's entry, in place: rewriting the entry
+ * would also set back its GC epoch, which the kernel bumps meanwhile
+ * (the caches would take entries of freed code for valid again). */
+#define SET_LIVE(s, tg, field, v) do {						\
+	(tg)->proc.field = (v);							\
+	__atomic_store_n(&(s)->procs[(tg)->slot].field, (tg)->proc.field,	\
+			 __ATOMIC_RELEASE);					\
+} while (0)
+
+/* sampler_probes.c; hidden: the Lua module's library is loaded into hosts
+ * whose own symbols could take these names. */
+#define SAMPLER_INTERNAL __attribute__((visibility("hidden")))
+SAMPLER_INTERNAL void enable_walk_caches(struct sampler *s, struct target *tg);
+/* The walk caches off: the probe goes (its removal waits for a grace
+ * period, here or, aside, on a thread of its own). */
+SAMPLER_INTERNAL void disable_walk_caches(struct target *tg, bool aside);
+SAMPLER_INTERNAL void watch_new_vm(struct sampler *s, struct target *tg);
+SAMPLER_INTERNAL void forget_freed_code(struct sampler *s, struct target *tg, __u64 epoch);
+SAMPLER_INTERNAL __u64 current_epoch(struct sampler *s, struct target *tg);
+
+#endif /* NUPP_SAMPLER_INT_H */
