@@ -23,11 +23,10 @@
 #include <gelf.h>
 #include <elfutils/libdw.h>
 #include "code_sites.h"
+#include "x86_code.h"
 #include "elf_file.h"
 #include "base/util.h"
 
-#define NO_REG		(-1)
-#define RIP_REG		(-2)
 #define BFS_DEPTH	3		/* interpreter -> lj_trace_hot -> lj_trace_ins */
 #define BFS_MAX_FUNCS	1024
 #define TEST_WINDOW	16		/* load of traceno .. its test */
@@ -35,693 +34,6 @@
 #define PATH_INSNS	64		/* jcc .. the stores to link and linktype */
 #define PATH_JUMPS	4
 #define MAX_MATCHES	8
-#define CALLER_SAVED	(1u << CODE_SITE_RAX | 1u << CODE_SITE_RCX | 1u << CODE_SITE_RDX | \
-			 1u << CODE_SITE_RSI | 1u << CODE_SITE_RDI | 1u << CODE_SITE_R8 | \
-			 1u << CODE_SITE_R9 | 1u << CODE_SITE_R10 | 1u << CODE_SITE_R11)
-
-/* An operand, with registers as DWARF numbers (enum code_site_reg). */
-struct opnd {
-	__u8 type;		/* X86_OP_REG, X86_OP_IMM, X86_OP_MEM, 0 */
-	__u8 size;		/* bytes */
-	__s8 reg, base, index;	/* NO_REG, or RIP_REG as a base */
-	__s64 v;		/* immediate, or displacement */
-};
-
-enum {
-	IN_BRANCH = 1,		/* jmp or jcc */
-	IN_JCC = 2,
-	IN_CALL = 4,
-	IN_STOP = 8,		/* ret, indirect jmp, trap: no fall-through */
-	IN_ZF = 16,		/* writes ZF */
-	IN_LABEL = 32,		/* a jump in the function lands here */
-};
-
-/* One instruction, the facts the matchers need. */
-struct ins {
-	__u64 addr;
-	__u64 target;		/* a direct branch's target, a rip-relative operand's address */
-	__u16 id;		/* X86_INS_* */
-	__u8 size, flags;
-	__u16 wregs;		/* GPRs written, by bit */
-	struct opnd op[2];
-};
-
-/* Registers holding known values, from linear decoding (reset at labels). */
-struct regs {
-	__u16 known;
-	__s64 v[16];
-};
-
-struct insns {
-	struct ins *v;
-	size_t n, cap;
-};
-
-/* A function's bounds, from its .eh_frame FDE. */
-struct fde {
-	__u64 lo, hi;
-};
-
-/* The file being read. */
-struct cfile {
-	struct elf_file *ef;
-	struct fde *fdes;		/* sorted by lo */
-	size_t nfdes;
-	csh cs;
-	cs_insn *ci;
-	const struct lj_layout *lj;
-	__u64 text_lo, text_hi;		/* the section holding the interpreter */
-	const __u8 *text;
-	__u64 vm_lo, vm_hi, cpcall;
-	struct insns fn;		/* the function decoded last */
-};
-
-/* ---- .eh_frame: the bounds of every function ------------------------------ */
-
-/* DW_EH_PE_* pointer encodings (the LSB / gABI .eh_frame format). */
-#define PE_OMIT		0xff
-#define PE_FORMAT	0x0f
-#define PE_APPLY	0x70
-#define PE_PCREL	0x10
-
-/* Read a value of encoding enc at *p (< end), moving *p past it; field is
- * its address, for pc-relative values. 0, or -1 for what .eh_frame of an
- * x86-64 ELF file does not use (datarel, textrel, funcrel, aligned). */
-static int read_encoded(const __u8 **p, const __u8 *end, __u8 enc, __u64 field, __u64 *out)
-{
-	static const __u8 sizes[16] = { [0x0] = 8, [0x2] = 2, [0x3] = 4, [0x4] = 8,
-					[0xa] = 2, [0xb] = 4, [0xc] = 8 };
-	__u8 size = sizes[enc & PE_FORMAT];
-	__s64 v = 0;
-
-	if (!size || *p + size > end || ((enc & PE_APPLY) && (enc & PE_APPLY) != PE_PCREL))
-		return -1;
-	if (size == 2) {
-		__u16 x;
-
-		memcpy(&x, *p, 2);
-		v = (enc & 8) ? (__s64)(__s16)x : (__s64)x;
-	} else if (size == 4) {
-		__u32 x;
-
-		memcpy(&x, *p, 4);
-		v = (enc & 8) ? (__s64)(__s32)x : (__s64)x;
-	} else {
-		memcpy(&v, *p, 8);
-	}
-	*p += size;
-	*out = (enc & PE_APPLY) == PE_PCREL ? field + v : (__u64)v;
-	return 0;
-}
-
-/* The encoding of FDE addresses a CIE announces ('R' in its augmentation);
- * absptr without one, PE_OMIT when it cannot be told. */
-static __u8 cie_fde_encoding(const Dwarf_CIE *cie)
-{
-	const __u8 *d = cie->augmentation_data, *end = d + cie->augmentation_data_size;
-	const char *a = cie->augmentation;
-
-	if (a[0] != 'z')
-		return a[0] ? PE_OMIT : 0;
-	for (a++; *a && d < end; a++) {
-		__u64 skip;
-
-		switch (*a) {
-		case 'R':
-			return *d;
-		case 'L':
-			d++;
-			break;
-		case 'P':	/* the personality routine: its encoding, then it */
-			d++;
-			if (read_encoded(&d, end, d[-1] & PE_FORMAT, 0, &skip))
-				return PE_OMIT;
-			break;
-		case 'S':
-		case 'B':
-			break;
-		default:
-			return PE_OMIT;
-		}
-	}
-	return 0;
-}
-
-struct cie_enc {
-	Dwarf_Off off;
-	__u8 enc;
-};
-
-static int cmp_fde(const void *a, const void *b)
-{
-	const struct fde *x = a, *y = b;
-
-	return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
-/* One pass over .eh_frame (entries framed by libdw): the CIEs' encodings
- * when fdes is NULL, else the FDEs' ranges. Returns how many were read. */
-static size_t cfi_pass(Elf *elf, Elf_Data *d, __u64 sec_addr, struct cie_enc *cies, size_t ncies,
-		       struct fde *fdes, size_t max)
-{
-	const unsigned char *ident = (const unsigned char *)elf_getident(elf, NULL);
-	Dwarf_Off off = 0, next;
-	Dwarf_CFI_Entry e;
-	size_t n = 0;
-	int r;
-
-	while ((r = dwarf_next_cfi(ident, d, true, off, &next, &e)) != 1) {
-		if (r == 0 && dwarf_cfi_cie_p(&e) && !fdes && n < max) {
-			cies[n++] = (struct cie_enc){ off, cie_fde_encoding(&e.cie) };
-		} else if (r == 0 && !dwarf_cfi_cie_p(&e) && fdes && n < max) {
-			const __u8 *p = e.fde.start;
-			__u8 enc = PE_OMIT;
-			__u64 lo, len;
-
-			for (size_t i = 0; i < ncies; i++)
-				if (cies[i].off == e.fde.CIE_pointer)
-					enc = cies[i].enc;
-			if (enc != PE_OMIT &&
-			    !read_encoded(&p, e.fde.end, enc, sec_addr + (p - (const __u8 *)d->d_buf), &lo) &&
-			    !read_encoded(&p, e.fde.end, enc & PE_FORMAT, 0, &len) && len)
-				fdes[n++] = (struct fde){ lo, lo + len };
-		}
-		if (next <= off)
-			break;
-		off = next;
-	}
-	return n;
-}
-
-/* The FDE table of the file, sorted. 0, or -1 without a usable .eh_frame. */
-static int read_fdes(struct cfile *f)
-{
-	Elf *elf = elf_file__elf(f->ef);
-	Elf_Scn *scn = NULL;
-	struct cie_enc *cies;
-	size_t shstrndx, max;
-	GElf_Shdr sh;
-	Elf_Data *d = NULL;
-
-	if (elf_getshdrstrndx(elf, &shstrndx))
-		return -1;
-	while ((scn = elf_nextscn(elf, scn))) {
-		const char *name;
-
-		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_PROGBITS &&
-		    (name = elf_strptr(elf, shstrndx, sh.sh_name)) && !strcmp(name, ".eh_frame")) {
-			d = elf_getdata(scn, NULL);
-			break;
-		}
-	}
-	if (!d || !d->d_buf || d->d_size < 8)
-		return -1;
-	/* An entry takes at least 8 bytes: bounds for both tables. */
-	max = d->d_size / 8;
-	cies = calloc(max, sizeof(*cies));
-	f->fdes = calloc(max, sizeof(*f->fdes));
-	if (!cies || !f->fdes) {
-		free(cies);
-		return -1;
-	}
-	size_t ncies = cfi_pass(elf, d, sh.sh_addr, cies, max, NULL, max);
-
-	f->nfdes = cfi_pass(elf, d, sh.sh_addr, cies, ncies, f->fdes, max);
-	free(cies);
-	qsort(f->fdes, f->nfdes, sizeof(*f->fdes), cmp_fde);
-	return f->nfdes ? 0 : -1;
-}
-
-/* The FDE covering addr: [*lo, *hi). 0, or -1 when none does. */
-static int fde_range(struct cfile *f, __u64 addr, __u64 *lo, __u64 *hi)
-{
-	size_t a = 0, b = f->nfdes;
-
-	while (a < b) {
-		size_t mid = (a + b) / 2;
-
-		if (f->fdes[mid].lo <= addr)
-			a = mid + 1;
-		else
-			b = mid;
-	}
-	if (!a || addr >= f->fdes[a - 1].hi)
-		return -1;
-	*lo = f->fdes[a - 1].lo;
-	*hi = f->fdes[a - 1].hi;
-	return 0;
-}
-
-/* ---- the decoder ----------------------------------------------------------- *
- * capstone is loaded when code is first decoded, not at every start of
- * nupp-bpf: its tables carry ~77,000 relocations that the dynamic loader
- * applies before main, ~7 ms of every start (docs/benchmarks.md). */
-
-#define CS_STR(x)	#x
-#define CS_SONAME(v)	"libcapstone.so." CS_STR(v)
-
-static struct {
-	cs_err (*open)(cs_arch, cs_mode, csh *);
-	cs_err (*option)(csh, cs_opt_type, size_t);
-	cs_insn *(*insn_new)(csh);
-	bool (*disasm_iter)(csh, const uint8_t **, size_t *, uint64_t *, cs_insn *);
-	void (*insn_free)(cs_insn *, size_t);
-	cs_err (*close)(csh *);
-	bool ok;
-} cs;
-
-static void capstone_load_once(void)
-{
-	void *h = dlopen(CS_SONAME(CS_API_MAJOR), RTLD_NOW | RTLD_LOCAL);
-
-	if (!h)
-		return;
-	cs.open = (cs_err (*)(cs_arch, cs_mode, csh *))dlsym(h, "cs_open");
-	cs.option = (cs_err (*)(csh, cs_opt_type, size_t))dlsym(h, "cs_option");
-	cs.insn_new = (cs_insn *(*)(csh))dlsym(h, "cs_malloc");
-	cs.disasm_iter = (bool (*)(csh, const uint8_t **, size_t *, uint64_t *, cs_insn *))
-		dlsym(h, "cs_disasm_iter");
-	cs.insn_free = (void (*)(cs_insn *, size_t))dlsym(h, "cs_free");
-	cs.close = (cs_err (*)(csh *))dlsym(h, "cs_close");
-	cs.ok = cs.open && cs.option && cs.insn_new && cs.disasm_iter && cs.insn_free && cs.close;
-}
-
-static bool capstone_ready(void)
-{
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-	pthread_once(&once, capstone_load_once);
-	return cs.ok;
-}
-
-/* ---- the file -------------------------------------------------------------- */
-
-static int cfile_open(struct cfile *f, const char *path, const struct lj_layout *lj,
-		      char *err, size_t errsz)
-{
-	memset(f, 0, sizeof(*f));
-	f->lj = lj;
-	f->ef = elf_file__open(path);
-	if (!f->ef) {
-		snprintf(err, errsz, "not a readable ELF file");
-		return -1;
-	}
-	if (read_fdes(f)) {
-		snprintf(err, errsz, "no .eh_frame to find functions by");
-		return -1;
-	}
-	if (!capstone_ready()) {
-		snprintf(err, errsz, "cannot load the x86-64 decoder (%s)", CS_SONAME(CS_API_MAJOR));
-		return -1;
-	}
-	if (cs.open(CS_ARCH_X86, CS_MODE_64, &f->cs) != CS_ERR_OK) {
-		snprintf(err, errsz, "cannot open the capstone x86-64 decoder");
-		return -1;
-	}
-	cs.option(f->cs, CS_OPT_DETAIL, CS_OPT_ON);
-	f->ci = cs.insn_new(f->cs);
-	if (!f->ci) {
-		snprintf(err, errsz, "out of memory");
-		return -1;
-	}
-	return 0;
-}
-
-static void cfile_close(struct cfile *f)
-{
-	if (f->ci)
-		cs.insn_free(f->ci, 1);
-	if (f->cs)
-		cs.close(&f->cs);
-	elf_file__close(f->ef);
-	free(f->fdes);
-	free(f->fn.v);
-}
-
-static bool fde_start(struct cfile *f, __u64 addr)
-{
-	__u64 lo, hi;
-
-	return !fde_range(f, addr, &lo, &hi) && lo == addr;
-}
-
-/* The bytes of [lo, hi), which must lie in one executable section. */
-static const __u8 *code_bytes(struct cfile *f, __u64 lo, __u64 hi)
-{
-	__u64 s, e;
-	const __u8 *p = elf_file__code_at(f->ef, lo, &s, &e);
-
-	return p && hi <= e ? p + (lo - s) : NULL;
-}
-
-/* ---- one instruction ------------------------------------------------------- */
-
-static int gpr(x86_reg r)
-{
-	switch (r) {
-	case X86_REG_RAX: case X86_REG_EAX: case X86_REG_AX: case X86_REG_AL: case X86_REG_AH:
-		return CODE_SITE_RAX;
-	case X86_REG_RDX: case X86_REG_EDX: case X86_REG_DX: case X86_REG_DL: case X86_REG_DH:
-		return CODE_SITE_RDX;
-	case X86_REG_RCX: case X86_REG_ECX: case X86_REG_CX: case X86_REG_CL: case X86_REG_CH:
-		return CODE_SITE_RCX;
-	case X86_REG_RBX: case X86_REG_EBX: case X86_REG_BX: case X86_REG_BL: case X86_REG_BH:
-		return CODE_SITE_RBX;
-	case X86_REG_RSI: case X86_REG_ESI: case X86_REG_SI: case X86_REG_SIL:
-		return CODE_SITE_RSI;
-	case X86_REG_RDI: case X86_REG_EDI: case X86_REG_DI: case X86_REG_DIL:
-		return CODE_SITE_RDI;
-	case X86_REG_RBP: case X86_REG_EBP: case X86_REG_BP: case X86_REG_BPL:
-		return CODE_SITE_RBP;
-	case X86_REG_RSP: case X86_REG_ESP: case X86_REG_SP: case X86_REG_SPL:
-		return CODE_SITE_RSP;
-	case X86_REG_R8: case X86_REG_R8D: case X86_REG_R8W: case X86_REG_R8B: return CODE_SITE_R8;
-	case X86_REG_R9: case X86_REG_R9D: case X86_REG_R9W: case X86_REG_R9B: return CODE_SITE_R9;
-	case X86_REG_R10: case X86_REG_R10D: case X86_REG_R10W: case X86_REG_R10B: return CODE_SITE_R10;
-	case X86_REG_R11: case X86_REG_R11D: case X86_REG_R11W: case X86_REG_R11B: return CODE_SITE_R11;
-	case X86_REG_R12: case X86_REG_R12D: case X86_REG_R12W: case X86_REG_R12B: return CODE_SITE_R12;
-	case X86_REG_R13: case X86_REG_R13D: case X86_REG_R13W: case X86_REG_R13B: return CODE_SITE_R13;
-	case X86_REG_R14: case X86_REG_R14D: case X86_REG_R14W: case X86_REG_R14B: return CODE_SITE_R14;
-	case X86_REG_R15: case X86_REG_R15D: case X86_REG_R15W: case X86_REG_R15B: return CODE_SITE_R15;
-	case X86_REG_RIP:
-		return RIP_REG;
-	default:
-		return NO_REG;
-	}
-}
-
-static bool in_group(const cs_insn *ci, int group)
-{
-	for (int i = 0; i < ci->detail->groups_count; i++)
-		if (ci->detail->groups[i] == group)
-			return true;
-	return false;
-}
-
-static void set_operands(struct ins *in, const cs_insn *ci)
-{
-	const cs_x86 *x = &ci->detail->x86;
-
-	for (int k = 0; k < x->op_count && k < 2; k++) {
-		const cs_x86_op *o = &x->operands[k];
-		struct opnd *d = &in->op[k];
-
-		d->type = o->type;
-		d->size = o->size;
-		d->reg = d->base = d->index = NO_REG;
-		if (o->type == X86_OP_REG) {
-			d->reg = gpr(o->reg);
-		} else if (o->type == X86_OP_IMM) {
-			d->v = o->imm;
-		} else if (o->type == X86_OP_MEM) {
-			d->base = gpr(o->mem.base);
-			d->index = gpr(o->mem.index);
-			d->v = o->mem.disp;
-			/* A segment override (fs:, gs:) addresses something else. */
-			if (o->mem.segment != X86_REG_INVALID)
-				d->base = d->index = NO_REG, d->type = 0;
-			if (d->base == RIP_REG)
-				in->target = ci->address + ci->size + o->mem.disp;
-		}
-	}
-}
-
-/* Instructions that only read their register operands. */
-static bool reads_only(unsigned int id)
-{
-	return id == X86_INS_CMP || id == X86_INS_TEST || id == X86_INS_BT || id == X86_INS_PUSH ||
-	       id == X86_INS_CALL || id == X86_INS_JMP;
-}
-
-/* The GPRs an instruction writes: explicit operands and implicit ones. A
- * first register operand counts as written unless the instruction only
- * reads: too many writes can only make a match fail. */
-static __u16 written_regs(const cs_insn *ci)
-{
-	const cs_x86 *x = &ci->detail->x86;
-	__u16 w = 0;
-	int r;
-
-	if (x->op_count && x->operands[0].type == X86_OP_REG && !reads_only(ci->id) &&
-	    !in_group(ci, CS_GRP_JUMP) && (r = gpr(x->operands[0].reg)) >= 0)
-		w |= 1u << r;
-	for (int k = 0; k < x->op_count; k++)
-		if (x->operands[k].type == X86_OP_REG && (x->operands[k].access & CS_AC_WRITE) &&
-		    (r = gpr(x->operands[k].reg)) >= 0)
-			w |= 1u << r;
-	for (int k = 0; k < ci->detail->regs_write_count; k++)
-		if ((r = gpr(ci->detail->regs_write[k])) >= 0)
-			w |= 1u << r;
-	return w;
-}
-
-static void convert(struct ins *in, const cs_insn *ci)
-{
-	const __u64 zf = X86_EFLAGS_MODIFY_ZF | X86_EFLAGS_UNDEFINED_ZF | X86_EFLAGS_RESET_ZF |
-			 X86_EFLAGS_SET_ZF;
-	bool jump = in_group(ci, CS_GRP_JUMP);
-
-	memset(in, 0, sizeof(*in));
-	in->addr = ci->address;
-	in->size = ci->size;
-	in->id = ci->id;
-	set_operands(in, ci);
-	in->wregs = written_regs(ci);
-	if (ci->detail->x86.eflags & zf)
-		in->flags |= IN_ZF;
-	if (in_group(ci, CS_GRP_CALL))
-		in->flags |= IN_CALL;
-	if (jump && ci->detail->x86.op_count == 1 && in->op[0].type == X86_OP_IMM) {
-		in->flags |= IN_BRANCH | (ci->id == X86_INS_JMP ? 0 : IN_JCC);
-		in->target = in->op[0].v;
-	} else if (jump || in_group(ci, CS_GRP_RET) || in_group(ci, CS_GRP_INT) ||
-		   in_group(ci, CS_GRP_IRET) || ci->id == X86_INS_UD2 || ci->id == X86_INS_HLT) {
-		in->flags |= IN_STOP;
-	}
-	if ((in->flags & IN_CALL) && in->op[0].type == X86_OP_IMM)
-		in->target = in->op[0].v;
-}
-
-/* Decode the one instruction at addr into in. 0, or -1 when it does not decode. */
-static int decode_at(struct cfile *f, __u64 addr, struct ins *in)
-{
-	__u64 lo, hi;
-	const __u8 *p = elf_file__code_at(f->ef, addr, &lo, &hi);
-	uint64_t at = addr;
-	size_t n;
-
-	if (!p)
-		return -1;
-	p += addr - lo;
-	n = hi - addr < 16 ? hi - addr : 16;
-	if (!cs.disasm_iter(f->cs, &p, &n, &at, f->ci))
-		return -1;
-	convert(in, f->ci);
-	return 0;
-}
-
-/* ---- one function ---------------------------------------------------------- */
-
-static struct ins *push_ins(struct insns *s)
-{
-	if (ARRAY_ROOM(s->v, s->n, s->cap, 1024))
-		return NULL;
-	return &s->v[s->n++];
-}
-
-/* Index of the instruction at addr in s, or -1. */
-static long find_ins(const struct insns *s, __u64 addr)
-{
-	size_t lo = 0, hi = s->n;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (s->v[mid].addr == addr)
-			return mid;
-		if (s->v[mid].addr < addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
-}
-
-/* Decode [lo, hi) linearly into f->fn and mark jump targets. With lenient,
- * an undecodable byte is skipped (the interpreter blob holds alignment
- * padding); without, the function fails, as it does when one of its jumps
- * lands inside an instruction (linear decoding went astray): 0, or -1. */
-static int decode_fn(struct cfile *f, __u64 lo, __u64 hi, bool lenient)
-{
-	const __u8 *p = code_bytes(f, lo, hi);
-	size_t n = hi - lo;
-	uint64_t addr = lo;
-
-	f->fn.n = 0;
-	if (!p)
-		return -1;
-	while (n) {
-		struct ins *in;
-
-		if (!cs.disasm_iter(f->cs, &p, &n, &addr, f->ci)) {
-			if (!lenient)
-				return -1;
-			p++, n--, addr++;
-			continue;
-		}
-		in = push_ins(&f->fn);
-		if (!in)
-			return -1;
-		convert(in, f->ci);
-	}
-	for (size_t i = 0; i < f->fn.n; i++) {
-		const struct ins *in = &f->fn.v[i];
-		long t;
-
-		if (!(in->flags & IN_BRANCH) || in->target < lo || in->target >= hi)
-			continue;
-		t = find_ins(&f->fn, in->target);
-		if (t >= 0)
-			f->fn.v[t].flags |= IN_LABEL;
-		else if (!lenient)
-			return -1;
-	}
-	return 0;
-}
-
-/* Decode the function whose FDE starts at addr. 0, or -1. */
-static int decode_fde(struct cfile *f, __u64 addr, __u64 *hi)
-{
-	__u64 lo;
-
-	if (fde_range(f, addr, &lo, hi) || lo != addr)
-		return -1;
-	return decode_fn(f, lo, *hi, false);
-}
-
-/* ---- known register values ------------------------------------------------- */
-
-static bool known(const struct regs *r, int reg, __s64 v)
-{
-	return reg >= 0 && (r->known >> reg & 1) && r->v[reg] == v;
-}
-
-/* The state after in. */
-static void regs_step(struct regs *r, const struct ins *in)
-{
-	const struct opnd *d = &in->op[0], *s = &in->op[1];
-	bool wide = d->type == X86_OP_REG && d->reg >= 0 && d->size >= 4;
-	__s64 v = 0;
-	bool set = false;
-
-	if (in->flags & IN_LABEL)
-		r->known = 0;
-	if (wide && in->id == X86_INS_MOV && s->type == X86_OP_IMM) {
-		v = d->size == 4 ? (__s64)(__u32)s->v : s->v, set = true;
-	} else if (wide && in->id == X86_INS_MOV && s->type == X86_OP_REG && s->reg >= 0 &&
-		   s->size == d->size && (r->known >> s->reg & 1)) {
-		v = d->size == 4 ? (__s64)(__u32)r->v[s->reg] : r->v[s->reg], set = true;
-	} else if (wide && (in->id == X86_INS_XOR || in->id == X86_INS_SUB) &&
-		   s->type == X86_OP_REG && s->reg == d->reg) {
-		set = true;
-	} else if (wide && d->size == 8 && in->id == X86_INS_LEA && s->base == RIP_REG &&
-		   s->index == NO_REG) {
-		v = in->target, set = true;
-	}
-	r->known &= ~in->wregs;
-	if (in->flags & IN_CALL)
-		r->known &= ~CALLER_SAVED;
-	if (set) {
-		r->known |= 1u << d->reg;
-		r->v[d->reg] = v;
-	}
-}
-
-/* ---- the interpreter blob -------------------------------------------------- *
- * lua_cpcall calls lj_vm_cpcall, which lies inside the blob: the one FDE a
- * call enters other than at its start (buildvm gives the blob one FDE, up to
- * lj_vm_ffi_call). lua_pcall, lua_call and lua_resume must enter it too.
- */
-
-/* The targets of direct calls and jumps of the function at fn that land
- * inside an FDE of the text but not at its start (at most max). */
-static int calls_into_fde(struct cfile *f, __u64 fn, __u64 *out, int max)
-{
-	__u64 hi, lo2, hi2;
-	int n = 0;
-
-	if (decode_fde(f, fn, &hi))
-		return -1;
-	for (size_t i = 0; i < f->fn.n; i++) {
-		const struct ins *in = &f->fn.v[i];
-		__u64 t = in->target;
-
-		if (!(in->flags & (IN_CALL | IN_BRANCH)) || !t || (t >= fn && t < hi) ||
-		    t < f->text_lo || t >= f->text_hi || fde_range(f, t, &lo2, &hi2) || lo2 == t)
-			continue;
-		if (n < max)
-			out[n] = t;
-		n++;
-	}
-	return n;
-}
-
-/* Does the exported function name enter the blob (when the file has it)? */
-static int anchor_agrees(struct cfile *f, const char *name)
-{
-	__u64 a = elf_file__func(f->ef, name), t[8];
-	int n;
-
-	if (!a)
-		return 0;
-	n = calls_into_fde(f, a, t, 8);
-	if (n <= 0 || n > 8)
-		return -1;
-	for (int i = 0; i < n; i++)
-		if (t[i] <= f->vm_lo || t[i] >= f->vm_hi)
-			return -1;
-	return 1;
-}
-
-static int find_vm(struct cfile *f, char *err, size_t errsz)
-{
-	static const char *const others[] = { "lua_pcall", "lua_call", "lua_resume" };
-	__u64 a = elf_file__func(f->ef, "lua_cpcall"), t[4];
-	int n, agree = 0;
-
-	if (!a) {
-		snprintf(err, errsz, "no lua_cpcall in .dynsym or .symtab");
-		return -1;
-	}
-	f->text = elf_file__code_at(f->ef, a, &f->text_lo, &f->text_hi);
-	if (!f->text || !fde_start(f, a)) {
-		snprintf(err, errsz, "lua_cpcall (0x%llx) starts no .eh_frame FDE", (unsigned long long)a);
-		return -1;
-	}
-	n = calls_into_fde(f, a, t, 4);
-	if (n != 1) {
-		snprintf(err, errsz, "lua_cpcall makes %d calls into the middle of a function, not 1", n);
-		return -1;
-	}
-	f->cpcall = t[0];
-	fde_range(f, f->cpcall, &f->vm_lo, &f->vm_hi);
-	for (int i = 0; i < 3; i++) {
-		int r = anchor_agrees(f, others[i]);
-
-		if (r < 0) {
-			snprintf(err, errsz, "%s does not call into the interpreter found from lua_cpcall "
-				 "(0x%llx-0x%llx)", others[i], (unsigned long long)f->vm_lo,
-				 (unsigned long long)f->vm_hi);
-			return -1;
-		}
-		agree += r;
-	}
-	if (!agree) {
-		snprintf(err, errsz, "no lua_pcall, lua_call or lua_resume to confirm the interpreter");
-		return -1;
-	}
-	return 0;
-}
 
 /* ---- walking the calls from the interpreter -------------------------------- *
  * trace_state is never called directly: lj_trace_ins hands it to
@@ -769,19 +81,19 @@ static void note_calls(struct cfile *f, __u64 lo, __u64 hi, struct walk *w, __u6
 			r.known = 0;
 		if ((in->flags & (IN_CALL | IN_BRANCH)) && t && (t < lo || t >= hi)) {
 			cpcalls |= t == f->cpcall;
-			if (w->gc && t == w->gc && (in->flags & IN_CALL) && known(&r, CODE_SITE_RSI, 0))
+			if (w->gc && t == w->gc && (in->flags & IN_CALL) && regs__known(&r, CODE_SITE_RSI, 0))
 				w->gc_atomic = true;
 			if (next && (t < f->vm_lo || t >= f->vm_hi) && t >= f->text_lo && t < f->text_hi)
 				add_unique(next, nnext, BFS_MAX_FUNCS, t);
 		}
-		regs_step(&r, in);
+		regs__step(&r, in);
 	}
 	for (size_t i = 0; cpcalls && i < f->fn.n; i++) {
 		const struct ins *in = &f->fn.v[i];
 		__u64 t = in->target;
 
 		if (in->id == X86_INS_LEA && t && (t < lo || t >= hi) && (t < f->vm_lo || t >= f->vm_hi) &&
-		    fde_start(f, t))
+		    cfile__fde_start(f, t))
 			add_unique(w->cands, &w->ncands, 64, t);
 	}
 }
@@ -802,7 +114,7 @@ static void walk_calls(struct cfile *f, struct walk *w, const __u64 *roots, int 
 		for (int i = 0; i < n; i++) {
 			__u64 a = level[cur][i], hi;
 
-			if (!add_unique(w->funcs, &w->nfuncs, BFS_MAX_FUNCS, a) || decode_fde(f, a, &hi))
+			if (!add_unique(w->funcs, &w->nfuncs, BFS_MAX_FUNCS, a) || cfile__decode_fde(f, a, &hi))
 				continue;
 			note_calls(f, a, hi, w, depth + 1 < BFS_DEPTH ? level[!cur] : NULL, &nn);
 		}
@@ -819,21 +131,21 @@ static int walk_roots(struct cfile *f, __u64 *roots, int max)
 	int n = 0;
 	__u64 gc = elf_file__func(f->ef, "lua_gc"), hi;
 
-	if (decode_fn(f, f->vm_lo, f->vm_hi, true))
+	if (cfile__decode_fn(f, f->vm_lo, f->vm_hi, true))
 		return 0;
 	for (size_t i = 0; i < f->fn.n; i++) {
 		__u64 t = f->fn.v[i].target;
 
 		if ((f->fn.v[i].flags & (IN_CALL | IN_BRANCH)) && t && (t < f->vm_lo || t >= f->vm_hi) &&
-		    t >= f->text_lo && t < f->text_hi && fde_start(f, t))
+		    t >= f->text_lo && t < f->text_hi && cfile__fde_start(f, t))
 			add_unique(roots, &n, max, t);
 	}
-	if (gc && !decode_fde(f, gc, &hi))
+	if (gc && !cfile__decode_fde(f, gc, &hi))
 		for (size_t i = 0; i < f->fn.n; i++) {
 			__u64 t = f->fn.v[i].target;
 
 			if ((f->fn.v[i].flags & IN_CALL) && t && (t < gc || t >= hi) &&
-			    t >= f->text_lo && t < f->text_hi && fde_start(f, t))
+			    t >= f->text_lo && t < f->text_hi && cfile__fde_start(f, t))
 				add_unique(roots, &n, max, t);
 		}
 	return n;
@@ -855,7 +167,7 @@ static __u64 gc_candidate(struct cfile *f, char *why, size_t whysz)
 	struct regs r = { 0 };
 	int n = 0;
 
-	if (!a || decode_fde(f, a, &hi)) {
+	if (!a || cfile__decode_fde(f, a, &hi)) {
 		snprintf(why, whysz, "not found: %s", a ? "lua_close does not decode" : "no lua_close export");
 		return 0;
 	}
@@ -865,10 +177,10 @@ static __u64 gc_candidate(struct cfile *f, char *why, size_t whysz)
 		if ((in->flags & IN_LABEL))
 			r.known = 0;
 		if ((in->flags & IN_CALL) && in->target && (in->target < a || in->target >= hi) &&
-		    known(&r, CODE_SITE_RSI, 1) && (in->target < f->vm_lo || in->target >= f->vm_hi) &&
-		    fde_start(f, in->target))
+		    regs__known(&r, CODE_SITE_RSI, 1) && (in->target < f->vm_lo || in->target >= f->vm_hi) &&
+		    cfile__fde_start(f, in->target))
 			add_unique(found, &n, 8, in->target);
-		regs_step(&r, in);
+		regs__step(&r, in);
 	}
 	if (n != 1) {
 		snprintf(why, whysz, n ? "not found: lua_close calls %d functions with (g, 1)" :
@@ -1023,7 +335,7 @@ static bool stores_zero(const struct ins *in, const struct regs *r, int jreg, __
 	if (in->id != X86_INS_MOV || d->type != X86_OP_MEM || d->base != jreg || d->index != NO_REG ||
 	    d->v != off || d->size != size)
 		return false;
-	return (s->type == X86_OP_IMM && s->v == 0) || (s->type == X86_OP_REG && known(r, s->reg, 0));
+	return (s->type == X86_OP_IMM && s->v == 0) || (s->type == X86_OP_REG && regs__known(r, s->reg, 0));
 }
 
 /* Does the path from addr (traceno != 0) store 0 to J->cur.link and
@@ -1038,7 +350,7 @@ static bool clears_link(struct cfile *f, __u64 addr, int jreg, struct regs r)
 	for (int k = 0; k < PATH_INSNS; k++) {
 		struct ins in;
 
-		if (decode_at(f, addr, &in))
+		if (cfile__decode_at(f, addr, &in))
 			return false;
 		link |= stores_zero(&in, &r, jreg, lj->J_cur_link, 2);
 		type |= stores_zero(&in, &r, jreg, lj->J_cur_linktype, 1);
@@ -1046,7 +358,7 @@ static bool clears_link(struct cfile *f, __u64 addr, int jreg, struct regs r)
 			return true;
 		if ((in.flags & (IN_CALL | IN_STOP)) || (in.wregs >> jreg & 1))
 			return false;
-		regs_step(&r, &in);
+		regs__step(&r, &in);
 		if ((in.flags & IN_BRANCH) && !(in.flags & IN_JCC)) {
 			if (++jumps > PATH_JUMPS)
 				return false;
@@ -1086,7 +398,7 @@ static void match_fn(struct cfile *f, struct match *m, int *nm)
 		if (j >= 0) {
 			at_jcc = r;
 			for (size_t k = i; k < (size_t)j; k++)
-				regs_step(&at_jcc, &v[k]);
+				regs__step(&at_jcc, &v[k]);
 			if (abort_jcc(f, &v[j], jreg, &at_jcc)) {
 				bool dup = false;
 
@@ -1097,7 +409,7 @@ static void match_fn(struct cfile *f, struct match *m, int *nm)
 				*nm += !dup;
 			}
 		}
-		regs_step(&r, &v[i]);
+		regs__step(&r, &v[i]);
 	}
 }
 
@@ -1109,7 +421,7 @@ static void scan_all(struct cfile *f, struct walk *w, struct match *m, int *nm)
 		__u64 lo = f->fdes[i].lo, hi = f->fdes[i].hi;
 
 		if (lo < f->text_lo || hi > f->text_hi || (lo >= f->vm_lo && lo < f->vm_hi) ||
-		    decode_fn(f, lo, hi, false))
+		    cfile__decode_fn(f, lo, hi, false))
 			continue;
 		note_calls(f, lo, hi, w, NULL, NULL);
 		if (m)
@@ -1140,11 +452,11 @@ static int cmp_match(const void *a, const void *b)
 static void set_abort(struct cfile *f, struct lj_code_sites *out, struct match *m, int nm)
 {
 	__u64 lo = 0, hi = 0, lo2, hi2;
-	bool one = nm > 0 && nm <= CODE_SITES_MAX_COPIES && !fde_range(f, m[0].jcc, &lo, &hi);
+	bool one = nm > 0 && nm <= CODE_SITES_MAX_COPIES && !cfile__fde_range(f, m[0].jcc, &lo, &hi);
 
 	qsort(m, nm < MAX_MATCHES ? nm : MAX_MATCHES, sizeof(*m), cmp_match);
 	for (int i = 1; one && i < nm; i++)
-		one = !fde_range(f, m[i].jcc, &lo2, &hi2) && lo2 == lo && m[i].jreg == m[0].jreg;
+		one = !cfile__fde_range(f, m[i].jcc, &lo2, &hi2) && lo2 == lo && m[i].jreg == m[0].jreg;
 	if (one) {
 		out->abort_site = m[0].jcc;
 		out->abort_j_reg = m[0].jreg;
@@ -1172,7 +484,7 @@ static int match_cands(struct cfile *f, const struct walk *w, struct match *m)
 	for (int i = 0; i < w->ncands; i++) {
 		__u64 hi;
 
-		if (!decode_fde(f, w->cands[i], &hi))
+		if (!cfile__decode_fde(f, w->cands[i], &hi))
 			match_fn(f, m, &nm);
 	}
 	if (nm)
@@ -1180,7 +492,7 @@ static int match_cands(struct cfile *f, const struct walk *w, struct match *m)
 	for (int i = 0; i < w->ncands; i++) {
 		__u64 hi;
 
-		if (decode_fde(f, w->cands[i], &hi))
+		if (cfile__decode_fde(f, w->cands[i], &hi))
 			continue;
 		for (size_t k = 0; k < f->fn.n; k++)
 			if ((f->fn.v[k].flags & IN_CALL) && f->fn.v[k].target)
@@ -1189,7 +501,7 @@ static int match_cands(struct cfile *f, const struct walk *w, struct match *m)
 	for (int i = 0; i < nnext; i++) {
 		__u64 hi;
 
-		if ((next[i] < f->vm_lo || next[i] >= f->vm_hi) && !decode_fde(f, next[i], &hi))
+		if ((next[i] < f->vm_lo || next[i] >= f->vm_hi) && !cfile__decode_fde(f, next[i], &hi))
 			match_fn(f, m, &nm);
 	}
 	return nm;
@@ -1245,16 +557,16 @@ int code_sites__find_opts(const char *path, const struct lj_layout *lj, int flag
 
 	memset(out, 0, sizeof(*out));
 	out->abort_j_reg = -1;
-	if (cfile_open(&f, path, lj, err, errsz))
+	if (cfile__open(&f, path, lj, err, errsz))
 		goto out;
-	if (find_vm(&f, err, errsz))
+	if (cfile__find_vm(&f, err, errsz))
 		goto out;
 	out->vm_lo = f.vm_lo;
 	out->vm_hi = f.vm_hi;
 	find_sites(&f, flags, out);
 	ret = 0;
 out:
-	cfile_close(&f);
+	cfile__close(&f);
 	return ret;
 }
 
@@ -1286,11 +598,11 @@ static int verify_jcc(struct cfile *f, size_t j, char *err, size_t errsz)
 		if (i + TEST_WINDOW + JCC_WINDOW + 1 >= j && traceno_jcc(v, f->fn.n, i, f->lj, &jreg) == (long)j) {
 			at = r;
 			for (size_t k = i; k < j; k++)
-				regs_step(&at, &v[k]);
+				regs__step(&at, &v[k]);
 			if (abort_jcc(f, &v[j], jreg, &at))
 				return 0;
 		}
-		regs_step(&r, &v[i]);
+		regs__step(&r, &v[i]);
 	}
 	snprintf(err, errsz, "the jcc at 0x%llx does not branch on J->cur.traceno to clear the link",
 		 (unsigned long long)v[j].addr);
@@ -1328,11 +640,11 @@ static struct cfile *kept_file(const char *path, const struct lj_layout *lj, cha
 	}
 	if (!kept.open || !same_file(&st, &kept.st)) {
 		if (kept.open)
-			cfile_close(&kept.f);
+			cfile__close(&kept.f);
 		kept.open = false;
 		kept.fn_hi = 0;
-		if (cfile_open(&kept.f, path, lj, err, errsz)) {
-			cfile_close(&kept.f);
+		if (cfile__open(&kept.f, path, lj, err, errsz)) {
+			cfile__close(&kept.f);
 			return NULL;
 		}
 		kept.open = true;
@@ -1381,7 +693,7 @@ int code_sites__verify(const char *path, __u64 vaddr, int kind, const struct lj_
 		ret = 0;
 		goto out;
 	}
-	if (fde_range(f, vaddr, &lo, &hi)) {
+	if (cfile__fde_range(f, vaddr, &lo, &hi)) {
 		snprintf(err, errsz, "0x%llx is in no .eh_frame FDE", (unsigned long long)vaddr);
 		goto out;
 	}
@@ -1392,7 +704,7 @@ int code_sites__verify(const char *path, __u64 vaddr, int kind, const struct lj_
 	}
 	if (kept.fn_lo != lo || kept.fn_hi != hi) {
 		kept.fn_hi = 0;
-		if (decode_fn(f, lo, hi, false)) {
+		if (cfile__decode_fn(f, lo, hi, false)) {
 			snprintf(err, errsz, "the function at 0x%llx does not decode",
 				 (unsigned long long)lo);
 			goto out;
@@ -1400,7 +712,7 @@ int code_sites__verify(const char *path, __u64 vaddr, int kind, const struct lj_
 		kept.fn_lo = lo;
 		kept.fn_hi = hi;
 	}
-	j = find_ins(&f->fn, vaddr);
+	j = insns__find(&f->fn, vaddr);
 	if (j < 0) {
 		snprintf(err, errsz, "0x%llx is not an instruction boundary", (unsigned long long)vaddr);
 		goto out;
@@ -1417,350 +729,4 @@ int code_sites__verify(const char *path, __u64 vaddr, int kind, const struct lj_
 out:
 	pthread_mutex_unlock(&kept.lock);
 	return ret;
-}
-
-/* ---- GC64 -------------------------------------------------------------------- *
- * A GC64 TValue is one 64-bit word: its type is the top 17 bits (itype(o) =
- * (int64_t)o->it64 >> 47) and a GC object's pointer the low 47 (gcval():
- * & LJ_GCVMASK). Without GC64 a TValue is a 32-bit payload and a 32-bit tag
- * at offset 4. The exported accessors below read a TValue each. A function
- * shows GC64 with a sar/shr of a 64-bit register by 47 or the immediate
- * 0x7fffffffffff; 32-bit tags without either and with a 4-byte access
- * (not lea, not nop) at [reg + 4], reg a GPR but rsp. A non-GC64 build's
- * light userdata mask (39 bits) and shift (by 39) are neither. The answer
- * needs two functions that agree and none that disagrees: lua_topointer,
- * a tail call to lj_obj_ptr in upstream's v2.1 and in gcc -O1/-Os builds,
- * often shows nothing.
- */
-
-enum { TV_NONE, TV_GC64, TV_TAG32 };
-
-static const char *const tvalue_readers[] = {
-	"lua_type", "lua_touserdata", "lua_tothread", "lua_topointer",
-};
-#define NREADERS	(sizeof(tvalue_readers) / sizeof(tvalue_readers[0]))
-
-/* What the function decoded in fn shows of the TValues it reads. */
-static int tvalue_kind(const struct insns *fn)
-{
-	bool gc64 = false, tag32 = false;
-
-	for (size_t i = 0; i < fn->n && !gc64; i++) {
-		const struct ins *in = &fn->v[i];
-
-		if ((in->id == X86_INS_SAR || in->id == X86_INS_SHR) && in->op[0].type == X86_OP_REG &&
-		    in->op[0].size == 8 && in->op[1].type == X86_OP_IMM && in->op[1].v == 47)
-			gc64 = true;
-		for (int k = 0; k < 2; k++) {
-			const struct opnd *o = &in->op[k];
-
-			if (o->type == X86_OP_IMM && (__u64)o->v == LJ_GCVMASK)
-				gc64 = true;
-			else if (o->type == X86_OP_MEM && o->size == 4 && o->v == 4 && o->base >= 0 &&
-				 o->base != CODE_SITE_RSP && in->id != X86_INS_LEA && in->id != X86_INS_NOP)
-				tag32 = true;
-		}
-	}
-	return gc64 ? TV_GC64 : tag32 ? TV_TAG32 : TV_NONE;
-}
-
-/* "a, b and c" from n names. */
-static void join_names(char *buf, size_t sz, const char *const *v, int n)
-{
-	size_t len = 0;
-
-	buf[0] = 0;
-	for (int i = 0; i < n && len < sz; i++)
-		len += snprintf(buf + len, sz - len, "%s%s", i == 0 ? "" : i == n - 1 ? " and " : ", ", v[i]);
-}
-
-static int build_gc64(struct cfile *f, char *why, size_t whysz)
-{
-	const char *shows[3][NREADERS];
-	char a[128], b[128];
-	int n[3] = { 0 };
-
-	for (size_t i = 0; i < NREADERS; i++) {
-		__u64 fn = elf_file__func(f->ef, tvalue_readers[i]), hi;
-		int k;
-
-		if (!fn || decode_fde(f, fn, &hi))
-			continue;
-		k = tvalue_kind(&f->fn);
-		shows[k][n[k]++] = tvalue_readers[i];
-	}
-	join_names(a, sizeof(a), shows[TV_GC64], n[TV_GC64]);
-	join_names(b, sizeof(b), shows[TV_TAG32], n[TV_TAG32]);
-	if (n[TV_GC64] >= 2 && !n[TV_TAG32]) {
-		snprintf(why, whysz, "GC64: %s take types by a 47-bit shift or mask 47-bit pointers", a);
-		return 1;
-	}
-	if (n[TV_TAG32] >= 2 && !n[TV_GC64]) {
-		snprintf(why, whysz, "not GC64: %s read 32-bit type tags at offset 4", b);
-		return 0;
-	}
-	if (n[TV_GC64] && n[TV_TAG32])
-		snprintf(why, whysz, "cannot tell: %s read GC64 TValues, %s 32-bit tags", a, b);
-	else
-		snprintf(why, whysz, "cannot tell: %d of lua_type, lua_touserdata, lua_tothread and "
-			 "lua_topointer show how they read TValues, 2 needed", n[TV_GC64] + n[TV_TAG32]);
-	return -1;
-}
-
-int code_sites__gc64(const char *path, char *why, size_t whysz)
-{
-	struct cfile f;
-	int ret = -1;
-
-	if (!cfile_open(&f, path, NULL, why, whysz))
-		ret = build_gc64(&f, why, whysz);
-	cfile_close(&f);
-	return ret;
-}
-
-/* ---- struct offsets in a function ------------------------------------------- */
-
-static int cmp_s64(const void *a, const void *b)
-{
-	__s64 x = *(const __s64 *)a, y = *(const __s64 *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* The distinct displacements of the [reg + disp] operands of the function
- * whose FDE starts at addr, ascending, in *out (to free): how many, or -1.
- * reg is a GPR but rsp (a stack slot says nothing of a struct); a segment
- * override or no base register (an absolute address) does not count. Read
- * from all of capstone's operands: struct ins keeps two, VEX forms have
- * three. */
-static long fn_disps(struct cfile *f, __u64 addr, __s64 **out)
-{
-	__u64 hi;
-	const __u8 *p;
-	uint64_t at = addr;
-	size_t left;
-	__s64 *v;
-	long n = 0, u = 0;
-
-	*out = NULL;
-	/* decode_fde: every jump of the function lands on an instruction. */
-	if (decode_fde(f, addr, &hi) || !(p = code_bytes(f, addr, hi)))
-		return -1;
-	v = malloc((8 * f->fn.n + 1) * sizeof(*v));
-	if (!v)
-		return -1;
-	left = hi - addr;
-	while (left && cs.disasm_iter(f->cs, &p, &left, &at, f->ci)) {
-		const cs_x86 *x = &f->ci->detail->x86;
-
-		for (int k = 0; k < x->op_count && k < 8; k++) {
-			const cs_x86_op *o = &x->operands[k];
-			int base = o->type == X86_OP_MEM ? gpr(o->mem.base) : NO_REG;
-
-			if (base >= 0 && base != CODE_SITE_RSP && o->mem.segment == X86_REG_INVALID)
-				v[n++] = o->mem.disp;
-		}
-	}
-	qsort(v, n, sizeof(*v), cmp_s64);
-	for (long i = 0; i < n; i++)
-		if (!u || v[i] != v[u - 1])
-			v[u++] = v[i];
-	*out = v;
-	return u;
-}
-
-int code_sites__offsets_used(const char *path, const char *func, __s64 *disps, int max)
-{
-	struct cfile f;
-	char err[160];
-	__s64 *v = NULL;
-	__u64 a;
-	long n = -1;
-
-	if (!cfile_open(&f, path, NULL, err, sizeof(err)) && (a = elf_file__func(f.ef, func)))
-		n = fn_disps(&f, a, &v);
-	for (long i = 0; i < n && i < max; i++)
-		disps[i] = v[i];
-	free(v);
-	cfile_close(&f);
-	return n;
-}
-
-/* ---- the layout ---------------------------------------------------------------- *
- * A layout (bpf/lj_layout.h) fits unless the code shows otherwise:
- *   - the build is GC64 (above); a non-GC64 build fits no layout;
- *   - GG_DISP2G: the interpreter (buildvm's code, the same whatever compiler
- *     built the rest) keeps DISPATCH in r14 and stores the vmstate with
- *     mov dword [DISPATCH + disp2g + g_vmstate], ~LJ_VMST_x (set_vmstate).
- *     All its stores of an immediate LJ_VMST_INTERP..LJ_VMST_ASM through r14
- *     must have one displacement, with INTERP and C among them; it must be
- *     the layout's disp2g + g_vmstate. This ties sizeof(global_State),
- *     sizeof(jit_State) and the hot counters together, JIT or not;
- *   - J from g: luaJIT_setmode begins with lj_trace_abort(g)
- *     (G2J(g)->state &= ~LJ_TRACE_ACTIVE) and, for LUAJIT_MODE_ENGINE,
- *     changes G2J(g)->flags, both through the register holding g: with
- *     g2j = gg_j - gg_g, its displacements hold g2j + J_state and g2j +
- *     J_flags. Both were there in every build checked (gcc -O1, -O2, -O3,
- *     -Os, -fno-omit-frame-pointer, clang -O2, -Os, -O3; luajit, luajit2,
- *     upstream), where other displacements of J (g2j itself for G2J(g),
- *     J->trace) come and go with inlining. A compiler could also take
- *     J = g + g2j first and J_state, J_flags from it: g2j, J_state and
- *     J_flags all there count too (no build checked does that). What else
- *     the function addresses (g's hookmask, wrapf and bc_cfunc_ext,
- *     lua_State, GCfunc, GCproto, frame slots) lies below sizeof(global_State)
- *     = g2j: a displacement past g2j reaches into J. So when one does and
- *     neither form is there, the layout is wrong; when none does (no JIT
- *     compiler: no lj_trace_abort, no engine mode), nothing is checked, nor
- *     is it for a layout without J (gg_j 0).
- * g's own fields are the same in every tree checked (lua_gc's g->gc,
- * lua_sethook's g->hookmask): they tell no layout from another.
- */
-
-/* The displacement d of the interpreter's vmstate stores (the blob decoded
- * leniently): 0, or -1 with the reason. */
-static int vmstate_disp(struct cfile *f, __s64 *d, char *why, size_t whysz)
-{
-	bool interp = false, c = false;
-	int n = 0;
-
-	if (decode_fn(f, f->vm_lo, f->vm_hi, true)) {
-		snprintf(why, whysz, "the interpreter does not decode");
-		return -1;
-	}
-	for (size_t i = 0; i < f->fn.n; i++) {
-		const struct ins *in = &f->fn.v[i];
-		const struct opnd *m = &in->op[0], *s = &in->op[1];
-		__s32 st;
-
-		if (in->id != X86_INS_MOV || m->type != X86_OP_MEM || m->size != 4 || m->base != CODE_SITE_R14 ||
-		    m->index != NO_REG || s->type != X86_OP_IMM)
-			continue;
-		st = (__s32)s->v;
-		if (st > LJ_VMST_INTERP || st < LJ_VMST_ASM)
-			continue;
-		if (n++ && m->v != *d) {
-			snprintf(why, whysz, "the interpreter stores LJ_VMST_* values at [r14%+lld] and [r14%+lld]",
-				 (long long)*d, (long long)m->v);
-			return -1;
-		}
-		*d = m->v;
-		interp |= st == LJ_VMST_INTERP;
-		c |= st == LJ_VMST_C;
-	}
-	if (!interp || !c) {
-		snprintf(why, whysz, "the interpreter stores no LJ_VMST_INTERP and LJ_VMST_C through r14");
-		return -1;
-	}
-	return 0;
-}
-
-/* luaJIT_setmode against the layout's J: 1 fits, 0 wrong, -1 nothing to
- * check; why says what was seen. */
-static int j_from_g(struct cfile *f, const struct lj_layout *lj, char *why, size_t whysz)
-{
-	__s64 g2j = (__s64)lj->gg_j - lj->gg_g, st = g2j + lj->J_state, fl = g2j + lj->J_flags, *v;
-	__u64 a = elf_file__func(f->ef, "luaJIT_setmode");
-	bool has_st = false, has_fl = false, has_j = false, has_jst = false, has_jfl = false;
-	char past[96] = "";
-	size_t len = 0;
-	int npast = 0;
-	long n;
-
-	if (!lj->gg_j || g2j <= 0) {
-		snprintf(why, whysz, "no jit_State in the layout");
-		return -1;
-	}
-	if (!a || (n = fn_disps(f, a, &v)) < 0) {
-		snprintf(why, whysz, a ? "luaJIT_setmode does not decode" : "no luaJIT_setmode export");
-		return -1;
-	}
-	for (long i = 0; i < n; i++) {
-		has_st |= v[i] == st;
-		has_fl |= v[i] == fl;
-		has_j |= v[i] == g2j;
-		has_jst |= v[i] == lj->J_state;
-		has_jfl |= v[i] == lj->J_flags;
-		if (v[i] > g2j && npast++ < 4 && len < sizeof(past))
-			len += snprintf(past + len, sizeof(past) - len, "%s%lld", npast > 1 ? "," : "",
-					(long long)v[i]);
-	}
-	free(v);
-	if (has_st && has_fl) {
-		snprintf(why, whysz, "luaJIT_setmode reaches J->state at g+%lld and J->flags at g+%lld",
-			 (long long)st, (long long)fl);
-		return 1;
-	}
-	if (has_j && has_jst && has_jfl) {
-		snprintf(why, whysz, "luaJIT_setmode takes J at g+%lld, J->state at +%u, J->flags at +%u",
-			 (long long)g2j, lj->J_state, lj->J_flags);
-		return 1;
-	}
-	if (!npast) {
-		snprintf(why, whysz, "luaJIT_setmode reaches nothing past g+%lld (no JIT compiler?)",
-			 (long long)g2j);
-		return -1;
-	}
-	snprintf(why, whysz, "luaJIT_setmode reaches g+%s%s, not J->state at g+%lld and J->flags at g+%lld",
-		 past, npast > 4 ? ",..." : "", (long long)st, (long long)fl);
-	return 0;
-}
-
-static bool check_layout(struct cfile *f, const struct lj_layout *lj, char *why, size_t whysz)
-{
-	char gw[160], vw[192] = "", jw[160], verr[128];
-	__s64 d = 0, want = (__s64)lj->disp2g + lj->g_vmstate;
-	int gc64 = build_gc64(f, gw, sizeof(gw)), vm = -1, j;
-
-	if (!gc64) {
-		snprintf(why, whysz, "%s; layouts are GC64", gw);
-		return false;
-	}
-	if (!lj->disp2g || !lj->g_vmstate)
-		snprintf(vw, sizeof(vw), "the layout gives no disp2g/g_vmstate");
-	else if (find_vm(f, verr, sizeof(verr)))
-		snprintf(vw, sizeof(vw), "no interpreter: %s", verr);
-	else if (!(vm = vmstate_disp(f, &d, vw, sizeof(vw))) && d != want) {
-		snprintf(why, whysz, "the interpreter stores the vmstate at DISPATCH%+lld, the layout "
-			 "puts it at DISPATCH%+lld (disp2g %d + g_vmstate %u)", (long long)d,
-			 (long long)want, lj->disp2g, lj->g_vmstate);
-		return false;
-	}
-	j = j_from_g(f, lj, jw, sizeof(jw));
-	if (!j) {
-		snprintf(why, whysz, "%s", jw);
-		return false;
-	}
-	if (!vm)
-		snprintf(vw, sizeof(vw), "vmstate at DISPATCH%+lld", (long long)d);
-	snprintf(why, whysz, "fits: %s; %s; %s", gc64 > 0 ? "GC64" : "GC64 unknown", vw, jw);
-	return true;
-}
-
-bool code_sites__layout_check(const char *path, const struct lj_layout *lj, char *why, size_t whysz)
-{
-	struct cfile f;
-	char err[160];
-	bool ret = true;
-
-	if (cfile_open(&f, path, lj, err, sizeof(err)))
-		snprintf(why, whysz, "not checked: %s", err);
-	else
-		ret = check_layout(&f, lj, why, whysz);
-	cfile_close(&f);
-	return ret;
-}
-
-bool code_sites__layout_fits(const char *path, const struct lj_layout *lj)
-{
-	return code_sites__layout_check(path, lj, NULL, 0);
-}
-
-const char *code_sites__reg_name(int reg)
-{
-	static const char *const names[] = {
-		"rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
-		"r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",
-	};
-
-	return reg >= 0 && reg < 16 ? names[reg] : "?";
 }

@@ -21,21 +21,14 @@
 #include <linux/types.h>
 #include "lj_layout.h"
 
-/* Registers by their DWARF number (x86-64 System V psABI): abort_j_reg. */
-enum code_site_reg {
-	CODE_SITE_RAX, CODE_SITE_RDX, CODE_SITE_RCX, CODE_SITE_RBX,
-	CODE_SITE_RSI, CODE_SITE_RDI, CODE_SITE_RBP, CODE_SITE_RSP,
-	CODE_SITE_R8, CODE_SITE_R9, CODE_SITE_R10, CODE_SITE_R11,
-	CODE_SITE_R12, CODE_SITE_R13, CODE_SITE_R14, CODE_SITE_R15,
-};
-
 #define CODE_SITES_MAX_COPIES	4
 
 struct lj_code_sites {
 	__u64 vm_lo, vm_hi;	/* interpreter blob, ELF vaddrs */
 	__u64 gc_cycle;		/* lj_gc_separateudata entry, 0 when not found */
 	__u64 abort_site;	/* the jcc on J->cur.traceno in trace_abort, 0 when not found */
-	int abort_j_reg;	/* enum code_site_reg holding J at abort_site, -1 unknown */
+	int abort_j_reg;	/* J's register at abort_site by its DWARF number
+				 * (code_sites__reg_name), -1 unknown */
 	/* Further copies of that jcc, in address order: a compiler may copy
 	 * the test into the paths that lead to it (gcc 12 -O2 does, for the
 	 * LJ_TRERR_RETRY path). An abort passes one of abort_site and these. */
