@@ -81,7 +81,7 @@ struct {
 /* Slots claimed since userspace last looked, with their stacks' frames
  * (struct nupp_new_slot), so that it need neither scan the table nor look
  * the frames up; new_slots_lost is set when this ring was full. Userspace
- * waits on it (sampler__fd, wait_rings in user/session/session.c). 2 MiB: ~300 new stacks (7 KB each) between two reads. */
+ * waits on it (sampler__fd, wake__wait in user/session/wake.c). 2 MiB: ~300 new stacks (7 KB each) between two reads. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 2 * 1024 * 1024);

@@ -423,7 +423,7 @@ int BPF_KPROBE(trace_abort_site)
 	count(NUPP_TRC_EVENTS);
 	/* A wakeup (~4 us here) only when the reader had read the ring empty
 	 * (the ring's default): after a wake it drains again 10 ms later at
-	 * the soonest (wait_rings), so a burst costs 100 wakeups a second. */
+	 * the soonest (wake__wait, user/session/wake.c), so a burst costs 100 wakeups a second. */
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }

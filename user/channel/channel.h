@@ -5,7 +5,8 @@
  * session when it has events, pause, close.
  *
  * A channel is a struct of its own (the sampler, the trace collector) whose
- * first member is a struct channel; its constructor (sampler__open,
+ * first member is a struct channel (its operations, and how its events
+ * wake a session); its constructor (sampler__open,
  * tracer__open) and what it collects (a profile, a trace report) stay its
  * own. A session holds its channels in a channel_set and does each of these
  * steps to all of them, in the order they were added: the CLI's session
@@ -39,13 +40,28 @@ struct channel_ops {
 	int (*set_zones)(struct channel *c, const struct lj_target *t, struct zones *z);
 	/* A descriptor readable when the channel has events to take in, or -1. */
 	int (*fd)(const struct channel *c);
+	/* Take in what the channel holds now, without waiting: how many
+	 * events, or -errno. */
+	int (*drain)(struct channel *c);
 	/* Stop (true) or resume counting events. */
 	void (*pause)(struct channel *c, bool paused);
 	void (*close)(struct channel *c);
 };
 
+/* How a channel's events wake a session (session/wake.c). */
+struct channel_wake {
+	/* Its events come in streams (new stacks): after a wake by them the
+	 * session pauses, a millisecond at first, longer while they keep
+	 * coming, so that a stream costs few wakes and each is named soon. */
+	bool streams;
+	/* After a wake by it, its descriptor is left out of the waits for
+	 * this long; its events are taken in at the end of each wait. */
+	int mute_ms;
+};
+
 struct channel {
 	const struct channel_ops *ops;
+	struct channel_wake wake;
 };
 
 #define CHANNELS_MAX	4

@@ -31,12 +31,13 @@
 #include "base/output.h"
 #include "base/privileges.h"
 #include "channel/channel.h"
+#include "session/wake.h"
 #include "sampler/sampler.h"
 #include "trace/trace.h"
 #include "zones/zones.h"
 
-#define TICK_US		10000	/* trace events are drained this often */
-#define POLL_TICKS	10	/* new stacks are symbolized every 100 ms */
+#define TICK_S		0.01	/* the poller's tick: it wakes for events between (wake.h) */
+#define POLL_TICKS	10	/* the sampler's targets are polled every 100 ms */
 #define ZONE_TICKS	100	/* a newly loaded zone module is looked for every second */
 #define SESSION_MT	"nupp.profile.bpf.session"
 
@@ -88,9 +89,12 @@ static void refresh_zones(struct lsession *s)
 		channels__set_zones(&s->channels, &s->target, s->zones);
 }
 
+/* The poller: woken by the channels' events as the CLI's sessions are
+ * (wake.h), and each tick for zones and the sampler's poll. */
 static void *poll_loop(void *arg)
 {
 	struct lsession *s = arg;
+	struct wake w = { .lock = &s->lock };
 
 	for (unsigned tick = 1;; tick++) {
 		pthread_mutex_lock(&s->lock);
@@ -100,12 +104,10 @@ static void *poll_loop(void *arg)
 		}
 		if (tick % ZONE_TICKS == 0)
 			refresh_zones(s);
-		if (s->tracer)
-			tracer__poll(s->tracer, 0);
 		if (s->sampler && tick % POLL_TICKS == 0)
 			sampler__poll(s->sampler);
 		pthread_mutex_unlock(&s->lock);
-		usleep(TICK_US);
+		wake__wait(&w, &s->channels, TICK_S, NULL, NULL, NULL);
 	}
 }
 

@@ -316,6 +316,11 @@ static int ch_fd(const struct channel *c)
 	return sampler__fd((const struct sampler *)c);
 }
 
+static int ch_drain(struct channel *c)
+{
+	return sampler__drain((struct sampler *)c);
+}
+
 static void ch_pause(struct channel *c, bool paused)
 {
 	sampler__pause((struct sampler *)c, paused);
@@ -333,6 +338,7 @@ static const struct channel_ops sampler_channel = {
 	.target_execed = ch_target_execed,
 	.set_zones = ch_set_zones,
 	.fd = ch_fd,
+	.drain = ch_drain,
 	.pause = ch_pause,
 	.close = ch_close,
 };
@@ -347,7 +353,7 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 	struct sampler *s = calloc(1, sizeof(*s));
 
 	if (s)
-		s->channel.ops = &sampler_channel;
+		s->channel = (struct channel){ &sampler_channel, { .streams = true } };
 	if (!s || alloc_buffers(s, o)) {
 		snprintf(err, errsz, "out of memory");
 		sampler__close(s);

@@ -27,6 +27,7 @@
 #include <sys/resource.h>
 #include "base/say.h"
 #include "channel/channel.h"
+#include "wake.h"
 #include "detach.h"
 #include "launch.h"
 #include "base/privileges.h"
@@ -41,10 +42,7 @@
 #include "zones/zones.h"
 
 #define TICK_MS		10	/* the live jobs' tick */
-#define ABORT_GAP_MS	10	/* the shortest time between wakes by aborts */
 #define POLL_TICKS	10	/* poll the targets every 100 ms */
-#define WAKE_GAP_MAX_MS	64	/* the longest pause after a wake (wait_ticks) */
-#define STREAM_S	1.0	/* new stacks in every wait this long: a stream */
 
 static volatile sig_atomic_t stop_signal;
 static struct rlimit fd_limit;	/* as we were started: the launched command's */
@@ -70,11 +68,7 @@ struct run {
 	char err[1024];
 	char title[512];		/* what is profiled, as the formats say it */
 	double started;
-	int wake_gap_ms;		/* the pause after the next wake (wait_ticks) */
-	double stream_since;		/* since when every wait met new stacks, 0 none */
-	double aborts_wake_after;	/* aborts wake no wait before then (wait_rings) */
-	bool young;			/* a process followed may be a short program
-					 * near its end (place_young) */
+	struct wake wake;		/* when the channels' events wake it (wake.h) */
 	__u64 started_ns;		/* CLOCK_REALTIME then, since the epoch */
 };
 
@@ -236,7 +230,7 @@ static int attach_target(struct run *r, struct place *pl, bool final)
 		pl->code_vsize = st.vsize;
 	}
 	pl->attached_at = monotonic_s();
-	r->young |= r->launched.child || place_young(pl);
+	r->wake.young |= r->launched.child || place_young(pl);
 	return 1;
 fail:
 	if (!place_found_later(pl)) {
@@ -469,92 +463,18 @@ static bool scan_awaited_vms(struct run *r)
 	return awaited;
 }
 
-enum { WOKE_STACKS = 1, WOKE_ABORTS = 2 };
-
-/* How long aborts may not wake a wait yet, in ms (wait_rings). */
-static int aborts_muted_ms(const struct run *r)
+/* wake__wait's fast scans: whether a VM is still awaited. */
+static bool vms_awaited(void *arg)
 {
-	double left = r->tracer ? r->aborts_wake_after - monotonic_s() : 0;
-
-	return left > 0 ? (int)(left * 1e3) + 1 : 0;
-}
-
-/* Sleep up to ms, or until new stacks or (when aborts_muted_ms() is 0)
- * aborts wake the session: what woke it (WOKE_*), the new stacks taken
- * in. A wake by aborts (their probe wakes the trace ring when it had been
- * read empty) mutes them for ABORT_GAP_MS, and the waits meanwhile end by
- * then: a burst of aborts costs 100 wakes a second, and they are taken in
- * within ~10 ms, as their zone paths are read from the process. */
-static int wait_rings(struct run *r, int ms, bool after_gap)
-{
-	struct pollfd pfd[2] = {
-		{ .fd = r->sampler ? sampler__fd(r->sampler) : -1, .events = POLLIN },
-		{ .fd = r->tracer && !aborts_muted_ms(r) ? tracer__fd(r->tracer) : -1, .events = POLLIN },
-	};
-	int woke = 0;
-
-	/* After the gap that follows a wake, new stacks are most often there
-	 * already: read the ring (shared memory) before asking the kernel. */
-	if (after_gap && r->sampler && sampler__drain(r->sampler) > 0)
-		return WOKE_STACKS;
-	if (poll(pfd, 2, ms) > 0 && (pfd[1].revents & POLLIN)) {
-		woke |= WOKE_ABORTS;
-		r->aborts_wake_after = monotonic_s() + ABORT_GAP_MS / 1e3;
-	}
-	if (r->sampler && sampler__drain(r->sampler) > 0)
-		woke |= WOKE_STACKS;
-	return woke;
+	return scan_awaited_vms(arg);
 }
 
 /* Wait ticks (of TICK_MS), a millisecond at a time while a target's VM is
- * awaited, until a stop signal at most. A new stack wakes the wait and is
- * named at once: what names it comes with it (struct nupp_capture) but for
- * what lies beyond the captures (the call sites of its outer frames), which
- * the process must still hold (tests/fixtures/corpus/: the last moments of
- * a short program). After a wake, the next wait comes a millisecond later;
- * once every wait has met new stacks for STREAM_S, twice as late after
- * each wake, up to WAKE_GAP_MAX_MS: a stream of new stacks (a large
- * program, hundreds a second) costs about 16 wakes a second (each wake and
- * sleep a context switch, dear on a VM), while a short program (the
- * corpus's run 0.1-0.6 s) keeps the 1-ms gap to its end; the first wait
- * at least as long as the gap that times out brings it back to 1 ms
- * (docs/benchmarks.md, bench-large). Where no process followed is young
- * (place_young), the stream is recognized at its first wake. 64 ms of new
- * stacks fit the ring (~300 records of 7 KB) below ~4,500 new stacks a
- * second; past that its overflow is found by a scan of the table. Trace
- * events are taken in after each wait. */
+ * awaited, until a stop signal at most: woken by new stacks and by aborts,
+ * which are taken in after each wake (wake.h). */
 static void wait_ticks(struct run *r, unsigned ticks)
 {
-	double end = monotonic_s() + ticks * TICK_MS / 1e3;
-
-	bool after_gap = false;
-
-	for (int left; !stop_signal && (left = (int)((end - monotonic_s()) * 1e3 + 0.5)) > 0;) {
-		int step = scan_awaited_vms(r) ? 1 : left, muted = aborts_muted_ms(r), woke;
-
-		if (muted && step > muted)
-			step = muted;
-		woke = wait_rings(r, step, after_gap);
-		after_gap = false;
-
-		if (woke & WOKE_STACKS) {
-			int gap = r->wake_gap_ms > 1 ? r->wake_gap_ms : 1;
-
-			usleep(gap * 1000);
-			after_gap = true;
-			if (!r->stream_since)
-				r->stream_since = monotonic_s() - (r->young ? 0 : STREAM_S);
-			else if (monotonic_s() - r->stream_since >= STREAM_S)
-				r->wake_gap_ms = gap * 2 < WAKE_GAP_MAX_MS ? gap * 2 : WAKE_GAP_MAX_MS;
-		} else if (!woke && r->sampler && step >= r->wake_gap_ms) {
-			/* A wait as long as the gap met nothing (a tick's last
-			 * few ms may well meet nothing in the thick of a stream). */
-			r->wake_gap_ms = 1;
-			r->stream_since = 0;
-		}
-		if (r->tracer)
-			tracer__poll(r->tracer, 0);
-	}
+	wake__wait(&r->wake, &r->channels, ticks * TICK_MS / 1e3, vms_awaited, r, &stop_signal);
 }
 
 /* Say that pl's process is being recorded, once it is. */
@@ -738,7 +658,7 @@ static int live_tick(struct run *r)
 /* How many ticks to wait from tick on. The live jobs want a wait a tick;
  * so does a session that records nothing yet, to look for LuaJIT. Else the
  * wait lasts until the next poll, woken by new stacks and by aborts
- * (wait_rings; both are taken in after each wake): a steady program costs
+ * (wake.h; both are taken in after each wake): a steady program costs
  * 10 wakes a second, not 100. */
 static unsigned ticks_to_wait(const struct run *r, unsigned tick)
 {

@@ -286,6 +286,12 @@ int tracer__add_target(struct tracer *tr, const struct lj_target *t, struct zone
 	return 0;
 }
 
+/* A wake by aborts (their probe wakes the ring when it had been read
+ * empty) mutes them for this long: a burst of aborts costs 100 wakes a
+ * second, and they are taken in within ~10 ms, as their zone paths are
+ * read from the process. */
+#define ABORT_WAKE_GAP_MS	10
+
 /* The collector as a channel of a session (channel.h). */
 static int ch_add_target(struct channel *c, const struct lj_target *t, struct zones *z,
 			 char *err, size_t errsz)
@@ -313,6 +319,11 @@ static int ch_fd(const struct channel *c)
 	return tracer__fd((const struct tracer *)c);
 }
 
+static int ch_drain(struct channel *c)
+{
+	return tracer__poll((struct tracer *)c, 0);
+}
+
 static void ch_pause(struct channel *c, bool paused)
 {
 	tracer__pause((struct tracer *)c, paused);
@@ -330,6 +341,7 @@ static const struct channel_ops tracer_channel = {
 	.target_execed = ch_target_execed,
 	.set_zones = ch_set_zones,
 	.fd = ch_fd,
+	.drain = ch_drain,
 	.pause = ch_pause,
 	.close = ch_close,
 };
@@ -344,7 +356,7 @@ struct tracer *tracer__open(const struct tracer_opts *o, char *err, size_t errsz
 	struct tracer *tr = calloc(1, sizeof(*tr));
 
 	if (tr)
-		tr->channel.ops = &tracer_channel;
+		tr->channel = (struct channel){ &tracer_channel, { .mute_ms = ABORT_WAKE_GAP_MS } };
 	if (!tr) {
 		snprintf(err, errsz, "out of memory");
 		return NULL;
