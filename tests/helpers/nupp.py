@@ -130,6 +130,16 @@ def share(rows, pred):
     return sum(c for s, c in rows if pred(frames(s))) / t
 
 
+def share_tol(n, want_pct, timing_pts=1.0):
+    """Points a sampled share may lie from a timed one. The model: each of
+    the n samples falls in the function with p = want_pct / 100 (binomial),
+    plus timing_pts for the timing's own error (os.clock around the parts,
+    the clock calls themselves). 4.5 standard deviations: a false alarm
+    once in 150,000 comparisons."""
+    p = min(max(want_pct / 100, 0.01), 0.99)
+    return 450 * (p * (1 - p) / max(n, 1)) ** 0.5 + timing_pts
+
+
 def top(rows):
     """The most frequent stack (ties: the first line, which sorts by stack)."""
     assert rows, "no samples"

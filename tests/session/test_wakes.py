@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from helpers import NUPP, STOCK_LUAJIT, wait_for_teardowns
+from helpers import NUPP, STOCK_LUAJIT, cpu_seconds, wait_for_teardowns
 
 SECONDS = 4
 PER_SECOND = 25		# ~12 measured (10 polls, the start's threads and files); 100 with ticks
@@ -22,22 +22,29 @@ PER_SECOND = 25		# ~12 measured (10 polls, the start's threads and files); 100 w
 @pytest.mark.parametrize("job", [["record"], []], ids=["record", "default-job"])
 def test_steady_program_wakes_at_polls(privileged, tmp_path, job):
     """At most 25 wakes a second, with ~12 measured: a session that sampled
-    the loop throughout (at least 70 % of 997 samples a second)."""
+    the loop throughout. The loop's CPU time during the session is the
+    model of its samples (997 a CPU second; a busy loop per CPU halves it):
+    at least 60 % of that, where a VM's late timers give a long-running
+    process 0.9-1.0 of it, and a session that stopped sampling after its
+    first poll far less."""
     tgt = subprocess.Popen([*STOCK_LUAJIT.argv, "-e", "local x = 0 for i = 1, 1e12 do x = x + i end"])
     try:
         time.sleep(0.5)
         wait_for_teardowns()
+        cpu0 = cpu_seconds(tgt.pid)
         p = subprocess.Popen([str(NUPP), *job, "-o", str(tmp_path / "p"), "-p", str(tgt.pid),
                               "-F", "997", "-d", str(SECONDS)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         err = p.stderr.read()
         _, status, usage = os.wait4(p.pid, 0)
+        cpu = cpu_seconds(tgt.pid) - cpu0
         p.returncode = os.waitstatus_to_exitcode(status)
     finally:
         tgt.kill()
         tgt.wait()
     assert p.returncode == 0, err
     m = re.search(r"^nupp-bpf: [\d.]+ s, (\d+) samples, \d+ stacks$", err, re.M)
-    assert m and int(m[1]) >= 0.7 * 997 * SECONDS, f"the loop was not sampled throughout:\n{err}"
+    assert m and int(m[1]) >= 0.6 * 997 * cpu, \
+        f"the loop was not sampled throughout ({cpu:.2f} CPU seconds):\n{err}"
     assert usage.ru_nvcsw <= PER_SECOND * SECONDS, \
         f"{usage.ru_nvcsw} voluntary context switches in {SECONDS} s:\n{err}"

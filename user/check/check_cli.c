@@ -313,6 +313,13 @@ static const char *sarif_level(const char *severity)
 	return !strcmp(severity, "blacklist") ? "error" : !strcmp(severity, "warn") ? "warning" : "note";
 }
 
+/* lead as it is, then value as a JSON string. */
+static void json_field(FILE *f, const char *lead, const char *value)
+{
+	fputs(lead, f);
+	text__put_json(f, value);
+}
+
 static int write_sarif(const struct check_result *r, const char *build, FILE *f)
 {
 	const struct trace_reason *used[128];
@@ -333,19 +340,12 @@ static int write_sarif(const struct check_result *r, const char *build, FILE *f)
 		if (!row || k < nused || nused == 128)
 			continue;
 		used[nused++] = row;
-		fputs(nused > 1 ? ",\n            {" : "\n            {", f);
-		fputs("\"id\": ", f);
-		text__put_json(f, row->id);
-		fputs(", \"name\": ", f);
-		text__put_json(f, row->name);
-		fputs(", \"shortDescription\": {\"text\": ", f);
-		text__put_json(f, row->vm_text);
-		fputs("}, \"fullDescription\": {\"text\": ", f);
-		text__put_json(f, row->explanation);
-		fputs("}, \"help\": {\"text\": ", f);
-		text__put_json(f, row->action);
-		fputs("}, \"properties\": {\"reasonClass\": ", f);
-		text__put_json(f, row->cls);
+		json_field(f, nused > 1 ? ",\n            {\"id\": " : "\n            {\"id\": ", row->id);
+		json_field(f, ", \"name\": ", row->name);
+		json_field(f, ", \"shortDescription\": {\"text\": ", row->vm_text);
+		json_field(f, "}, \"fullDescription\": {\"text\": ", row->explanation);
+		json_field(f, "}, \"help\": {\"text\": ", row->action);
+		json_field(f, "}, \"properties\": {\"reasonClass\": ", row->cls);
 		fputs("}}", f);
 	}
 	fputs("\n          ]\n        }\n      },\n      \"properties\": {\"recorder\": ", f);
@@ -360,22 +360,18 @@ static int write_sarif(const struct check_result *r, const char *build, FILE *f)
 			k++;
 		where(x, w, sizeof(w));
 		snprintf(msg, sizeof(msg), "%s (%s%s)", x->reason, x->reason_id, w);
-		fputs(i ? ",\n        {" : "\n        {", f);
-		fputs("\"ruleId\": ", f);
-		text__put_json(f, x->row ? x->row->id : TRACE_REASON_UNKNOWN_ID);
+		json_field(f, i ? ",\n        {\"ruleId\": " : "\n        {\"ruleId\": ",
+			   x->row ? x->row->id : TRACE_REASON_UNKNOWN_ID);
 		if (x->row && k < nused)
 			fprintf(f, ", \"ruleIndex\": %d", k);
-		fprintf(f, ", \"level\": \"%s\", \"message\": {\"text\": ", sarif_level(x->severity));
-		text__put_json(f, msg);
-		fputs("}, \"locations\": [{\"physicalLocation\": {\"artifactLocation\": {\"uri\": ", f);
-		text__put_json(f, x->path);
-		fprintf(f, "}, \"region\": {\"startLine\": %d}}}], \"properties\": {\"severity\": ",
-			x->line > 0 ? x->line : 1);
-		text__put_json(f, x->severity);
-		fputs(", \"reasonId\": ", f);
-		text__put_json(f, x->reason_id);
-		fputs(", \"location\": ", f);
-		text__put_json(f, x->location);
+		fprintf(f, ", \"level\": \"%s\"", sarif_level(x->severity));
+		json_field(f, ", \"message\": {\"text\": ", msg);
+		json_field(f, "}, \"locations\": [{\"physicalLocation\": {\"artifactLocation\": {\"uri\": ",
+			   x->path);
+		fprintf(f, "}, \"region\": {\"startLine\": %d}}}]", x->line > 0 ? x->line : 1);
+		json_field(f, ", \"properties\": {\"severity\": ", x->severity);
+		json_field(f, ", \"reasonId\": ", x->reason_id);
+		json_field(f, ", \"location\": ", x->location);
 		fprintf(f, ", \"functionLine\": %d, \"loopLine\": %d, \"pc\": %d}}", x->func_line,
 			x->loop_line, x->pc);
 	}

@@ -167,7 +167,7 @@ static int find(const struct scan *s, __u64 a)
 }
 
 /* The jump target a loop instruction the JIT rewrote no longer holds. */
-static void unjit(const struct scan *s, struct bc_proto *pt, const int *op)
+static void unjit(struct bc_proto *pt, const int *op)
 {
 	enum { FORI, FORL, ITERL, LOOP, JMP, JFORI, JFORL, IFORL, JITERL, IITERL, JLOOP, ILOOP, NOPS };
 
@@ -200,7 +200,6 @@ static void unjit(const struct scan *s, struct bc_proto *pt, const int *op)
 				pt->ins[j] = (ins & 0xff00u) | (__u32)op[ITERL] | (__u32)(t - (j + 1) + 0x8000) << 16;
 		}
 	}
-	(void)s;
 }
 
 /* Read prototype i: bytecode, lines, the constants its instructions name. */
@@ -248,7 +247,7 @@ static int read_proto(struct scan *s, int i, const int *jop, const int *kop, int
 			}
 		free(raw);
 	}
-	unjit(s, pt, jop);
+	unjit(pt, jop);
 	/* The GC constants the instructions name: strings and children. */
 	for (int j = 0; j < pt->nins; j++)
 		for (int q = 0; q < nkop; q++)
@@ -294,7 +293,7 @@ static int read_proto(struct scan *s, int i, const int *jop, const int *kop, int
 
 /* The chunk rooted at prototype r: its prototypes children first, the
  * root last, CHILD constants renumbered to chunk indices. */
-static int lay_out(struct scan *s, int r, struct bc_chunk *ch, int *order, int *norder)
+static int lay_out(struct scan *s, int r, int *order, int *norder)
 {
 	struct bc_proto *pt = &s->v[r].pt;
 
@@ -302,7 +301,7 @@ static int lay_out(struct scan *s, int r, struct bc_chunk *ch, int *order, int *
 		if (pt->kgc[q].type == BC_KGC_CHILD && s->v[pt->kgc[q].child].parent == r) {
 			if (*norder >= PROTOS_MAX)
 				return -1;
-			if (lay_out(s, pt->kgc[q].child, ch, order, norder))
+			if (lay_out(s, pt->kgc[q].child, order, norder))
 				return -1;
 		}
 	s->v[r].index = *norder;
@@ -357,7 +356,7 @@ int check__process(pid_t pid, const struct check_ctx *c, const struct lj_layout 
 
 		if (s.v[root].parent >= 0 || !s.v[root].name)
 			continue;
-		if (lay_out(&s, root, &ch, order, &n))
+		if (lay_out(&s, root, order, &n))
 			continue;
 		ch.nprotos = n;
 		ch.protos = calloc(n, sizeof(*ch.protos));
