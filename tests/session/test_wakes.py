@@ -23,10 +23,11 @@ PER_SECOND = 25		# ~12 measured (10 polls, the start's threads and files); 100 w
 def test_steady_program_wakes_at_polls(privileged, tmp_path, job):
     """At most 25 wakes a second, with ~12 measured: a session that sampled
     the loop throughout. The loop's CPU time during the session is the
-    model of its samples (997 a CPU second; a busy loop per CPU halves it):
-    at least 60 % of that, where a VM's late timers give a long-running
-    process 0.9-1.0 of it, and a session that stopped sampling after its
-    first poll far less."""
+    model of its samples (997 a CPU second, times the machine's timer
+    efficiency k: 0.91-0.98 here, 0.61-0.69 on a fresh VM, docs/testing.md;
+    a busy loop per CPU halves the CPU time): at least 30 % of 997 a CPU
+    second, where a session that stopped sampling after its first poll
+    (0.1 of 4 s) would have 2.5 %."""
     tgt = subprocess.Popen([*STOCK_LUAJIT.argv, "-e", "local x = 0 for i = 1, 1e12 do x = x + i end"])
     try:
         time.sleep(0.5)
@@ -44,7 +45,7 @@ def test_steady_program_wakes_at_polls(privileged, tmp_path, job):
         tgt.wait()
     assert p.returncode == 0, err
     m = re.search(r"^nupp-bpf: [\d.]+ s, (\d+) samples, \d+ stacks$", err, re.M)
-    assert m and int(m[1]) >= 0.6 * 997 * cpu, \
+    assert m and int(m[1]) >= 0.3 * 997 * cpu, \
         f"the loop was not sampled throughout ({cpu:.2f} CPU seconds):\n{err}"
     assert usage.ru_nvcsw <= PER_SECOND * SECONDS, \
         f"{usage.ru_nvcsw} voluntary context switches in {SECONDS} s:\n{err}"
