@@ -1,6 +1,7 @@
 # bench.mk - `make bench` (as root): what profiling costs, tables in docs/benchmarks.md.
 #   make bench                           all of them, about 12 minutes
 #   make bench-dump                      `nupp-bpf dump` alone, about 1 minute
+#   make bench-nginx                     nginx's throughput under profiling, about 5 minutes
 #   make bench BENCH_ARGS='--rounds 3'   options for scripts/bench-sampler.py
 # Each script replaces its own section of docs/benchmarks.md. Run it on an
 # otherwise idle machine: CPU-time comparisons here are noisy (±10%).
@@ -32,11 +33,20 @@ bench: $(B)/nupp-bpf lua $(BENCH_UNSEEN) $(B)/tests/luahost
 	$(Q)$(PYTHON) scripts/doc-section.py bench-check \
 		"\`nupp-bpf check\`: lines of Lua read per second on one core (\`scripts/bench-check.py\`)" \
 		$(PYTHON) scripts/bench-check.py --luajit $(LUAJIT)
-	$(Q)$(MAKE) --no-print-directory bench-dump
+	$(Q)$(MAKE) --no-print-directory bench-dump bench-nginx
 
 bench-dump: $(B)/nupp-bpf $(B)/tests/luahost
 	$(call msg,BENCH,scripts/bench-dump.py)
 	$(Q)$(PYTHON) scripts/doc-section.py bench-dump \
 		"\`nupp-bpf dump\`: end-to-end time (\`scripts/bench-dump.py\`)" \
 		$(PYTHON) scripts/bench-dump.py --luajit $(LUAJIT)
-.PHONY: bench bench-dump
+
+# A production server's throughput under each way of profiling it, with
+# nupp-bpf's own CPU (wrk comes from scripts/install-deps.sh).
+bench-nginx: $(B)/nupp-bpf $(NGINX_STAMP)
+	$(call msg,BENCH,scripts/bench-nginx.py)
+	$(Q)$(PYTHON) scripts/doc-section.py bench-nginx \
+		"A production server: nginx's requests/s under each way of profiling it (\`scripts/bench-nginx.py\`)" \
+		$(PYTHON) scripts/bench-nginx.py
+
+.PHONY: bench bench-dump bench-nginx

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""bench-nginx.py - what profiling costs a production server, in its throughput.
+
+    /usr/bin/python3 scripts/bench-nginx.py [--rounds 3] [--seconds 5] [--modes a,b]
+
+The server: Debian's nginx with its Lua module on OpenResty's LuaJIT (the
+stripped Debian library the tests run it with), one worker (four for the
+--children mode), serving tests/bench/nginx/handler.lua: /cpu, a CPU-bound
+handler (~0.3 ms of compiled Lua per request), and /light (a header, an
+argument and a short answer). wrk drives it on loopback, one thread and 8
+connections, for --seconds per measurement.
+
+Rounds are interleaved: each round measures every mode once, in a shuffled
+order, on the same server, so that a machine's drift over minutes falls on
+every mode alike. A mode is nupp-bpf attached to the master with --children
+(as an SRE would attach to a running server), started before wrk and
+stopped (SIGINT) after it; "none" attaches nothing. Reported per mode and
+handler: the median over rounds of requests/s against the same round's
+"none" (with the lowest and highest), nupp-bpf's own CPU time as a share of
+one core over the measurement, and the workers' CPU.
+
+Prints a Markdown section for docs/benchmarks.md (make bench puts it there
+through scripts/doc-section.py). As root.
+"""
+import argparse
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build"
+NGINX = BUILD / "stock" / "nginx"
+LIB = BUILD / "stock" / "luajit2" / "usr/lib/x86_64-linux-gnu"
+SERVER = ROOT / "tests" / "bench" / "nginx"
+NUPP = BUILD / "nupp-bpf"
+
+# name -> (nupp-bpf arguments before -p, workers); None: nothing attached.
+MODES = {
+    "none": (None, 1),
+    "--clock tick": (["record", "--clock", "tick", "-o", "{out}.collapsed"], 1),
+    "-F 99": (["record", "-F", "99", "-o", "{out}.collapsed"], 1),
+    "-F 997": (["record", "-F", "997", "-o", "{out}.collapsed"], 1),
+    "default job -F 997": (["-F", "997", "-o", "{out}"], 1),
+    "record --rotate 60": (["record", "--rotate", "60", "-o", "{out}.d"], 1),
+    "none (4 workers)": (None, 4),
+    "record --rotate 60 (4 workers)": (["record", "--rotate", "60", "-o", "{out}.d"], 4),
+}
+HANDLERS = ["/cpu", "/light?id=7"]
+
+
+def die(msg):
+    sys.exit(f"bench-nginx.py: {msg}")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def children(pid):
+    try:
+        return [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    except OSError:
+        return []
+
+
+def cpu_s(pid):
+    """User+system CPU seconds of a process, all its threads."""
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Server:
+    def __init__(self, tmp, workers):
+        self.port = free_port()
+        tmp.mkdir(parents=True, exist_ok=True)
+        (tmp / "tmp").mkdir(exist_ok=True)
+        conf = (SERVER / "nginx.conf").read_text()
+        for k, v in {"@PREFIX@": tmp, "@MODULES@": NGINX / "usr/lib/nginx/modules",
+                     "@PORT@": self.port, "@WORKERS@": workers,
+                     "@LUA_PATH@": f"{SERVER}/?.lua;{NGINX}/usr/share/lua/5.1/?.lua"}.items():
+            conf = conf.replace(k, str(v))
+        (tmp / "nginx.conf").write_text(conf)
+        self.popen = subprocess.Popen([str(NGINX / "usr/sbin/nginx"), "-p", str(tmp), "-c",
+                                       str(tmp / "nginx.conf")],
+                                      env={**os.environ, "LD_LIBRARY_PATH": str(LIB)},
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      start_new_session=True)
+        self.pid = self.popen.pid
+        end = time.monotonic() + 10
+        while len(children(self.pid)) < workers and time.monotonic() < end:
+            time.sleep(0.05)
+        self.workers = children(self.pid)
+        if len(self.workers) != workers:
+            self.stop()
+            die(f"nginx did not start {workers} workers (see {tmp}/error.log)")
+        for path in HANDLERS:		# warm: the handler's traces compiled
+            self.wrk(path, 1)
+
+    def wrk(self, path, seconds):
+        r = subprocess.run(["wrk", "-t1", "-c8", f"-d{seconds}s", f"http://127.0.0.1:{self.port}{path}"],
+                           capture_output=True, text=True)
+        m = re.search(r"^Requests/sec:\s+([\d.]+)", r.stdout, re.M)
+        if r.returncode or not m:
+            die(f"wrk failed: {r.stdout}{r.stderr}")
+        if re.search(r"Non-2xx", r.stdout):
+            die(f"the server answered errors: {r.stdout}")
+        return float(m[1])
+
+    def stop(self):
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.popen.wait()
+
+
+def attach(args, server, out):
+    """nupp-bpf on the server's master with --children, once it records
+    every worker; None for no profiler."""
+    if args is None:
+        return None
+    os.makedirs(f"{out}.d", exist_ok=True)	# --rotate's directory
+    argv = [str(NUPP), *[a.format(out=out) for a in args], "--children", "-p", str(server.pid)]
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen = 0
+    for line in p.stderr:
+        if re.match(r"nupp-bpf: recording PID \d+: .*, a child of PID", line):
+            seen += 1
+            if seen == len(server.workers):
+                break
+    else:
+        die(f"nupp-bpf ended before recording the workers: {' '.join(argv)}")
+    return p
+
+
+def detach(p):
+    """Stop nupp-bpf; it must exit 0, its files written."""
+    if p is None:
+        return
+    p.send_signal(signal.SIGINT)
+    p.stderr.read()
+    if p.wait() != 0:
+        die(f"nupp-bpf failed: {' '.join(p.args)}")
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--modes", help="a comma-separated subset of: " + ", ".join(MODES))
+    a = ap.parse_args()
+    modes = [m.strip() for m in a.modes.split(",")] if a.modes else list(MODES)
+    for m in modes:
+        if m not in MODES:
+            die(f"no mode {m!r}")
+    if os.geteuid() != 0:
+        die("run it as root (nupp-bpf loads BPF programs)")
+    for need in (NUPP, NGINX / "usr/sbin/nginx", LIB):
+        if not need.exists():
+            die(f"{need} is missing: `make all nginx` first")
+    started = time.time()
+    results = {}		# (mode, path) -> [(rps, ratio, nupp cpu share, workers' cpu share)]
+    with tempfile.TemporaryDirectory(prefix="bench-nginx.") as tmp:
+        servers = {w: Server(Path(tmp) / f"nginx{w}", w) for w in sorted({MODES[m][1] for m in modes})}
+        try:
+            for rnd in range(a.rounds):
+                for path in HANDLERS:
+                    order = modes[:]
+                    random.shuffle(order)
+                    base = {}
+                    runs = {}
+                    for m in order:
+                        args, w = MODES[m]
+                        srv = servers[w]
+                        p = attach(args, srv, f"{tmp}/out-{rnd}")
+                        w0 = sum(cpu_s(x) for x in srv.workers)
+                        n0 = cpu_s(p.pid) if p else 0
+                        t0 = time.monotonic()
+                        rps = srv.wrk(path, a.seconds)
+                        wall = time.monotonic() - t0
+                        wcpu = sum(cpu_s(x) for x in srv.workers) - w0
+                        ncpu = (cpu_s(p.pid) if p else 0) - n0	# its steady state, not its start
+                        detach(p)
+                        runs[m] = (rps, ncpu / wall, wcpu / wall)
+                        if args is None:
+                            base[w] = rps
+                    for m, (rps, ncpu, wcpu) in runs.items():
+                        w = MODES[m][1]
+                        ratio = rps / base[w] if w in base else float("nan")
+                        results.setdefault((m, path), []).append((rps, ratio, ncpu, wcpu))
+        finally:
+            for s in servers.values():
+                s.stop()
+    took = time.time() - started
+    print(f"Produced by `/usr/bin/python3 scripts/bench-nginx.py --rounds {a.rounds} "
+          f"--seconds {a.seconds}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
+          f"(took {took:.0f} s).")
+    print()
+    print("nginx with its Lua module on OpenResty's LuaJIT, `wrk -t1 -c8` on loopback for "
+          f"{a.seconds} s per measurement; {a.rounds} interleaved rounds, each mode once per "
+          "round in a shuffled order. *requests/s vs none* = the median over rounds of the "
+          "mode's requests/s against the same round's unprofiled run (lowest..highest); "
+          "*nupp-bpf CPU* = its own CPU time over the measurement (not its start), in % of one core; "
+          "*workers' CPU* the same for the server's workers. nupp-bpf attaches to the master "
+          "with `--children` before wrk starts and stops after it.")
+    print()
+    print("| handler | mode | requests/s | requests/s vs none | nupp-bpf CPU | workers' CPU |")
+    print("|---|---|---:|---:|---:|---:|")
+    for path in HANDLERS:
+        for m in modes:
+            v = results[(m, path)]
+            rps = median([x[0] for x in v])
+            ratios = [x[1] for x in v]
+            rel = "—" if MODES[m][0] is None else \
+                f"{100 * (median(ratios) - 1):+.1f}% ({100 * (min(ratios) - 1):+.1f}..{100 * (max(ratios) - 1):+.1f})"
+            ncpu = "—" if MODES[m][0] is None else f"{100 * median([x[2] for x in v]):.2f}%"
+            print(f"| `{path.split('?')[0]}` | {m} | {rps:,.0f} | {rel} | {ncpu} | "
+                  f"{100 * median([x[3] for x in v]):.0f}% |")
+
+
+if __name__ == "__main__":
+    main()
