@@ -11,6 +11,7 @@ that reads every file the moment it appears in the directory finds each
 one complete (they are renamed into place).
 """
 import gzip
+import os
 import re
 import subprocess
 import threading
@@ -23,6 +24,8 @@ from helpers import NUPP, STOCK_LUAJIT, parse_collapsed, parse_summary, wait_for
 HOTCOLD = workload("hotcold.lua")
 NAME_RE = re.compile(r"^nupp-(\d+)-(\d{8}T\d{6}Z)\.(pb\.gz|collapsed)$")
 SAMPLE_RE = re.compile(r"^\s+(\d+)\s+\d+: ", re.M)
+COST_RE = re.compile(r"^Comment: nupp-bpf: (\d+) samples; its own CPU ([\d.]+) s over ([\d.]+) s "
+                     r"\(([\d.]+)% of a core\)$", re.M)
 TIME_RE = re.compile(r"^Time: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d+)? ", re.M)
 
 
@@ -78,7 +81,8 @@ class Watcher:
 def test_rotated_files_add_up_to_the_session(privileged, tmp_path):
     """A launched workload recorded with --rotate 1: one pprof file per
     second, named by pid and start, readable by pprof, seen whole as they
-    appear; their samples sum to the session's total."""
+    appear; their samples sum to the session's total. Each says, as a
+    pprof comment, its samples and nupp-bpf's own CPU over its interval."""
     out = tmp_path / "profiles"
     out.mkdir()
     watcher = Watcher(out)
@@ -95,7 +99,7 @@ def test_rotated_files_add_up_to_the_session(privileged, tmp_path):
     assert len(files) == written >= 2, (files, p.stderr)
     assert not watcher.broken, watcher.broken
     assert len(watcher.seen) == written, "the watcher saw other files than the rotated ones"
-    total, starts = 0, []
+    total, starts, costs = 0, [], []
     for f in files:
         m = NAME_RE.match(f.name)
         assert m and m[3] == "pb.gz" and int(m[1]) == pid, f.name
@@ -106,11 +110,19 @@ def test_rotated_files_add_up_to_the_session(privileged, tmp_path):
         assert start.strftime("%Y%m%dT%H%M%SZ") == m[2], (f.name, t[0])
         starts.append(start.timestamp() + float(t[2] or 0))
         total += raw_samples(raw)
+        # Each file says what its interval cost: its samples (exactly those
+        # it holds) and nupp-bpf's own CPU over the interval's seconds.
+        c = COST_RE.search(raw)
+        assert c, f"{f.name} states no cost:\n{raw[:400]}"
+        assert int(c[1]) == raw_samples(raw), (c[0], raw_samples(raw))
+        assert 0 <= float(c[2]) <= os.cpu_count() * float(c[3]) and float(c[3]) <= 1.6, c[0]
+        costs.append(float(c[3]))
     assert starts == sorted(starts) and len(set(starts)) == len(starts)
     # Every file but the last covers one interval of 1 s: their starts are
     # a second apart, give or take a poll (10 ms) and a loaded machine.
     gaps = [b - a for a, b in zip(starts, starts[1:])]
     assert all(0.99 <= g <= 1.5 for g in gaps[:-1]), gaps
+    assert all(abs(c - g) <= 0.05 for c, g in zip(costs, gaps)), (costs, gaps)
     assert summary.samples > 1000, p.stderr
     assert total == summary.samples, f"rotated files hold {total}, the session {summary.samples}"
 

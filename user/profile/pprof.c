@@ -46,7 +46,7 @@ struct builder {
 	pb_label *labels, **label_ptrs;
 	uint64_t *loc_ids;
 	int64_t *values;
-	int64_t comment;
+	int64_t comments[2];		/* the title, what recording it cost */
 };
 
 /* The index of s in the string table, added when new; -1 when out of memory. */
@@ -81,10 +81,12 @@ static int value_type(struct builder *b, pb_value_type *v, const char *type, con
 }
 
 /* Sample types (samples/count, and cpu/nanoseconds when the period is
- * known), the period, when and how long, and the title as a comment. */
+ * known), the period, when and how long, and as comments the title and
+ * what recording it cost. */
 static int add_header(struct builder *b, const struct profile *p)
 {
 	pb_profile *m = &b->msg;
+	const char *comments[] = { p->title, p->cost };
 	int n = p->period_ns ? 2 : 1, err = 0;
 
 	err |= value_type(b, &b->types[0], "samples", "count");
@@ -100,12 +102,14 @@ static int add_header(struct builder *b, const struct profile *p)
 	m->n_sample_type = n;
 	m->time_nanos = p->time_ns;
 	m->duration_nanos = p->duration_ns;
-	if (p->title) {
-		b->comment = str(b, p->title);
-		m->comment = &b->comment;
-		m->n_comment = 1;
-		err |= b->comment < 0;
-	}
+	for (int i = 0; i < 2; i++)
+		if (comments[i]) {
+			long k = str(b, comments[i]);
+
+			err |= k < 0;
+			b->comments[m->n_comment++] = k;
+		}
+	m->comment = m->n_comment ? b->comments : NULL;
 	return err ? -1 : 0;
 }
 

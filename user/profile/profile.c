@@ -201,6 +201,7 @@ void profile__free(struct profile *p)
 	free(p->rows);
 	free(p->frames);
 	free(p->title);
+	free(p->cost);
 	keymap__free(&p->frame_index);
 	memset(p, 0, sizeof(*p));
 }
@@ -213,6 +214,17 @@ int profile__set_title(struct profile *p, const char *title)
 		return -1;
 	free(p->title);
 	p->title = t;
+	return 0;
+}
+
+int profile__set_cost(struct profile *p, const char *cost)
+{
+	char *c = strdup(cost);
+
+	if (!c)
+		return -1;
+	free(p->cost);
+	p->cost = c;
 	return 0;
 }
 

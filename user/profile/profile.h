@@ -60,6 +60,8 @@ struct profile {
 	size_t nframes, frames_cap;
 	struct keymap frame_index;	/* a frame's fields -> its index */
 	char *title;			/* what was profiled, NULL when not said */
+	char *cost;			/* what recording it cost, NULL when not said
+					 * (rotated files: a fleet watches it) */
 	__u64 time_ns;			/* when recording started, since the epoch */
 	__u64 duration_ns;		/* how long it recorded */
 	__u64 period_ns;		/* between two samples of a thread, 0 unknown */
@@ -95,6 +97,8 @@ __u64 profile_row__count(const struct profile_row *r);
 
 /* Set what the profile is of (copied); 0 or -1 when out of memory. */
 int profile__set_title(struct profile *p, const char *title);
+/* A line on what recording p cost ("nupp-bpf: ..."); 0 or -1 (ENOMEM). */
+int profile__set_cost(struct profile *p, const char *cost);
 
 /* Whether a zone path lies under the prefix ("a/b" holds "a/b" and "a/b/c"). */
 bool zone__under(const char *zone, const char *prefix);

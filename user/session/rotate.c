@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include "profile/interval.h"
 #include "base/output.h"
@@ -19,9 +20,20 @@ struct rotate {
 	struct interval iv;
 	double t0;			/* the interval's start, CLOCK_MONOTONIC s */
 	__u64 t0_ns;			/* the same, CLOCK_REALTIME ns since the epoch */
+	double cpu0;			/* nupp-bpf's own CPU seconds then */
 	unsigned written;
 	char (*names)[PATH_MAX];	/* the last o.keep files written, a ring */
 };
+
+/* nupp-bpf's own CPU seconds so far, all its threads. */
+static double own_cpu_s(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return 0;
+	return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
 
 struct rotate *rotate__open(const struct rotate_opts *o, char *err, size_t errsz)
 {
@@ -51,6 +63,22 @@ void rotate__start(struct rotate *rt)
 {
 	rt->t0 = monotonic_s();
 	rt->t0_ns = realtime_ns();
+	rt->cpu0 = own_cpu_s();
+}
+
+/* What the interval cost, for the file to say (a fleet watches it): its
+ * samples, and nupp-bpf's own CPU over it (its BPF programs' time is the
+ * targets'; docs/benchmarks.md measures it). */
+static int say_cost(struct profile *p, double seconds, double cpu)
+{
+	char text[160];
+	__u64 samples = 0;
+
+	for (size_t i = 0; i < p->nrows; i++)
+		samples += profile_row__count(&p->rows[i]);
+	snprintf(text, sizeof(text), "nupp-bpf: %llu samples; its own CPU %.3f s over %.1f s (%.2f%% of a core)",
+		 (unsigned long long)samples, cpu, seconds, seconds > 0 ? 100 * cpu / seconds : 0.0);
+	return profile__set_cost(p, text);
 }
 
 /* DIR/nupp-PID-YYYYMMDDTHHMMSSZ.EXT for the interval starting at t0_ns. */
@@ -86,9 +114,10 @@ static int write_interval(struct rotate *rt, struct profile *p, char *err, size_
 	__u64 end_ns = realtime_ns();
 	char name[PATH_MAX];
 	struct output out;
-	double t1 = monotonic_s();
+	double t1 = monotonic_s(), cpu1 = own_cpu_s();
 
-	if (interval__take(&rt->iv, p) || profile__set_title(p, rt->o.title)) {
+	if (interval__take(&rt->iv, p) || profile__set_title(p, rt->o.title) ||
+	    say_cost(p, t1 - rt->t0, cpu1 - rt->cpu0)) {
 		snprintf(err, errsz, "out of memory while rotating");
 		return -1;
 	}
@@ -109,6 +138,7 @@ static int write_interval(struct rotate *rt, struct profile *p, char *err, size_
 	rt->written++;
 	rt->t0 = t1;
 	rt->t0_ns = end_ns;
+	rt->cpu0 = cpu1;
 	return 0;
 }
 

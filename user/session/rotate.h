@@ -8,7 +8,10 @@
  * Each file is a profile of its own (title, start, duration, period) of the
  * samples counted in its interval (interval.h), in the format asked, pprof
  * unless told: the files of a session add up to its total, and the last one
- * holds what came after the last rotation. A file appears whole, through
+ * holds what came after the last rotation. A pprof file says what its
+ * interval cost, as its second comment ("nupp-bpf: 59812 samples; its own
+ * CPU 0.412 s over 60.0 s (0.69% of a core)"), so that a fleet can watch
+ * the profiler's cost from the files alone. A file appears whole, through
  * output.h's new file and rename, so that an agent watching DIR (a
  * Pyroscope or Parca uploader) never reads one half-written.
  */
