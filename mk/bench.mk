@@ -45,7 +45,7 @@ bench-dump: $(B)/nupp-bpf $(B)/tests/luahost
 # nupp-bpf's own CPU (wrk comes from scripts/install-deps.sh).
 bench-nginx: $(B)/nupp-bpf $(NGINX_STAMP)
 	$(call msg,BENCH,scripts/bench-nginx.py)
-	$(Q)$(PYTHON) scripts/doc-section.py bench-nginx \
+	$(Q)$(PYTHON) scripts/doc-section.py --markdown bench-nginx \
 		"A production server: nginx's requests/s under each way of profiling it (\`scripts/bench-nginx.py\`)" \
 		$(PYTHON) scripts/bench-nginx.py
 

@@ -73,9 +73,15 @@ def children(pid):
 
 
 def cpu_s(pid):
-    """User+system CPU seconds of a process, all its threads."""
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds a process has run, all its threads (schedstat: ns, where
+    /proc/PID/stat counts 10-ms ticks)."""
+    t = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            t += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return t / 1e9
 
 
 class Server:
@@ -207,17 +213,13 @@ def main():
             for s in servers.values():
                 s.stop()
     took = time.time() - started
-    print(f"Produced by `/usr/bin/python3 scripts/bench-nginx.py --rounds {a.rounds} "
-          f"--seconds {a.seconds}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
-          f"(took {took:.0f} s).")
-    print()
     print("nginx with its Lua module on OpenResty's LuaJIT, `wrk -t1 -c8` on loopback for "
           f"{a.seconds} s per measurement; {a.rounds} interleaved rounds, each mode once per "
           "round in a shuffled order. *requests/s vs none* = the median over rounds of the "
           "mode's requests/s against the same round's unprofiled run (lowest..highest); "
           "*nupp-bpf CPU* = its own CPU time over the measurement (not its start), in % of one core; "
           "*workers' CPU* the same for the server's workers. nupp-bpf attaches to the master "
-          "with `--children` before wrk starts and stops after it.")
+          f"with `--children` before wrk starts and stops after it. The run took {took:.0f} s.")
     print()
     print("| handler | mode | requests/s | requests/s vs none | nupp-bpf CPU | workers' CPU |")
     print("|---|---|---:|---:|---:|---:|")

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
-"""doc-section.py NAME TITLE COMMAND... - run COMMAND, put its output in docs/benchmarks.md.
+"""doc-section.py [--markdown] NAME TITLE COMMAND... - run COMMAND, put its output in docs/benchmarks.md.
 
 Replaces the section between <!-- NAME: begin --> and <!-- NAME: end -->
-(appends it when absent) with TITLE, the command line and what it printed.
-For benchmark scripts that only print.
+(appends it when absent) with TITLE, the command line and what it printed:
+as it is with --markdown (a script that prints tables), else as a block of
+text. For benchmark scripts that only print.
 """
 import datetime
 import os
@@ -13,14 +14,18 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "docs", "benchmarks.md")
 
-name, title, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
+args = sys.argv[1:]
+markdown = args[:1] == ["--markdown"]
+if markdown:
+    args = args[1:]
+name, title, cmd = args[0], args[1], args[2:]
 out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
 begin, end = "<!-- %s: begin -->" % name, "<!-- %s: end -->" % name
 when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 section = "\n".join([begin, "## " + title, "",
                      "Produced by `make bench` → `%s` on %s:" % (" ".join(os.path.relpath(c, ROOT)
                      if c.startswith(ROOT) else c for c in cmd), when), "",
-                     "```", out.rstrip("\n"), "```", "", end])
+                     *([out.rstrip("\n")] if markdown else ["```", out.rstrip("\n"), "```"]), "", end])
 print(out, end="")
 text = open(DOC).read() if os.path.exists(DOC) else "# Benchmarks\n"
 if begin in text and end in text:
