@@ -23,6 +23,22 @@ void channels__drop(struct channel_set *set, struct channel *c)
 		}
 }
 
+int channels__add_target(struct channel_set *set, const struct lj_target *t, struct zones *z,
+			 char *err, size_t errsz)
+{
+	for (int i = 0; i < set->n; i++)
+		if (set->ch[i]->ops->add_target(set->ch[i], t, z, err, errsz))
+			return -1;
+	return 0;
+}
+
+void channels__poll(struct channel_set *set)
+{
+	for (int i = 0; i < set->n; i++)
+		if (set->ch[i]->ops->poll)
+			set->ch[i]->ops->poll(set->ch[i]);
+}
+
 void channels__remove_target(struct channel_set *set, const struct lj_target *t)
 {
 	for (int i = 0; i < set->n; i++)

@@ -43,6 +43,10 @@ struct channel_ops {
 	/* Take in what the channel holds now, without waiting: how many
 	 * events, or -errno. */
 	int (*drain)(struct channel *c);
+	/* The session's regular look at its targets (every 100 ms), for a
+	 * channel that keeps what it read of each process (the sampler: new
+	 * mappings, VMs, zone gates); NULL when it keeps nothing to look at. */
+	void (*poll)(struct channel *c);
 	/* Stop (true) or resume counting events. */
 	void (*pause)(struct channel *c, bool paused);
 	void (*close)(struct channel *c);
@@ -77,7 +81,14 @@ int channels__add(struct channel_set *set, struct channel *c);
 /* Remove c from the set without closing it. */
 void channels__drop(struct channel_set *set, struct channel *c);
 
+/* Profile t's process (zones z, or NULL) in every channel: 0, or -1 at the
+ * first that fails, with why in err. For a session whose channels are all
+ * required; the CLI's, whose trace collector may fail alone and leave the
+ * sampler running, adds a target channel by channel (session/attach.c). */
+int channels__add_target(struct channel_set *set, const struct lj_target *t, struct zones *z,
+			 char *err, size_t errsz);
 void channels__remove_target(struct channel_set *set, const struct lj_target *t);
+void channels__poll(struct channel_set *set);
 void channels__set_zones(struct channel_set *set, const struct lj_target *t, struct zones *z);
 void channels__pause(struct channel_set *set, bool paused);
 

@@ -36,8 +36,6 @@
 #include "trace/trace.h"
 #include "zones/zones.h"
 
-#define TICK_S		0.01	/* the poller's tick: it wakes for events between (wake.h) */
-#define POLL_TICKS	10	/* the sampler's targets are polled every 100 ms */
 #define ZONE_TICKS	100	/* a newly loaded zone module is looked for every second */
 #define SESSION_MT	"nupp.profile.bpf.session"
 
@@ -104,10 +102,10 @@ static void *poll_loop(void *arg)
 		}
 		if (tick % ZONE_TICKS == 0)
 			refresh_zones(s);
-		if (s->sampler && tick % POLL_TICKS == 0)
-			sampler__poll(s->sampler);
+		if (tick % POLL_TICKS == 0)
+			channels__poll(&s->channels);
 		pthread_mutex_unlock(&s->lock);
-		wake__wait(&w, &s->channels, TICK_S, NULL, NULL, NULL);
+		wake__wait(&w, &s->channels, TICK_MS / 1e3, NULL, NULL, NULL);
 	}
 }
 
@@ -355,7 +353,7 @@ static int l_sample(lua_State *L)
 	pause_session(s, true);		/* until session_start returns */
 	if (s->zones)		/* a zone module loaded already: zones from the first sample */
 		zones__refresh(s->zones);
-	if (!s->sampler || sampler__add_target(s->sampler, &s->target, s->zones, err, sizeof(err))) {
+	if (!s->sampler || channels__add_target(&s->channels, &s->target, s->zones, err, sizeof(err))) {
 		session_close(s);
 		return luaL_error(L, "nupp.profile: %s", err);
 	}
@@ -387,7 +385,7 @@ static int l_trace(lua_State *L)
 	s = session_new(L);
 	s->tracer = tracer__open(&(struct tracer_opts){ .include_benign = benign }, err, sizeof(err));
 	channels__add(&s->channels, tracer__channel(s->tracer));
-	if (!s->tracer || tracer__add_target(s->tracer, &s->target, s->zones, err, sizeof(err))) {
+	if (!s->tracer || channels__add_target(&s->channels, &s->target, s->zones, err, sizeof(err))) {
 		session_close(s);
 		return luaL_error(L, "nupp.profile: %s", err);
 	}

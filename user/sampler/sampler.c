@@ -321,6 +321,11 @@ static int ch_drain(struct channel *c)
 	return sampler__drain((struct sampler *)c);
 }
 
+static void ch_poll(struct channel *c)
+{
+	sampler__poll((struct sampler *)c);
+}
+
 static void ch_pause(struct channel *c, bool paused)
 {
 	sampler__pause((struct sampler *)c, paused);
@@ -339,6 +344,7 @@ static const struct channel_ops sampler_channel = {
 	.set_zones = ch_set_zones,
 	.fd = ch_fd,
 	.drain = ch_drain,
+	.poll = ch_poll,
 	.pause = ch_pause,
 	.close = ch_close,
 };

@@ -18,8 +18,6 @@
 #include "trace/trace.h"
 #include "wake.h"
 
-#define POLL_TICKS	10	/* poll the targets every 100 ms (10 ticks) */
-
 struct run {
 	const struct session_opts *o;
 	struct targets targets;		/* -p, or the launched command; then the

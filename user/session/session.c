@@ -42,8 +42,6 @@
 #include "base/util.h"
 #include "zones/zones.h"
 
-#define TICK_MS		10	/* the live jobs' tick */
-
 static volatile sig_atomic_t stop_signal;
 static struct rlimit fd_limit;	/* as we were started: the launched command's */
 
@@ -277,8 +275,7 @@ static int record(struct run *r)
 			break;
 		if (tick % POLL_TICKS && any_recording(r))
 			continue;
-		if (r->sampler)
-			sampler__poll(r->sampler);
+		channels__poll(&r->channels);
 		alive = run__check_targets(r, tick);
 		if (alive < 0)
 			return -1;

@@ -27,6 +27,8 @@
 #include <stdbool.h>
 #include "channel/channel.h"
 
+#define TICK_MS		10	/* a session's tick: it wakes for events between */
+#define POLL_TICKS	10	/* its channels and targets are polled every 100 ms */
 #define WAKE_GAP_MAX_MS	64	/* the longest pause after a wake by new stacks */
 #define STREAM_S	1.0	/* new stacks in every wait this long: a stream */
 
