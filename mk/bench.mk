@@ -3,7 +3,8 @@
 #   make bench-dump                      `nupp-bpf dump` alone, about 1 minute
 #   make bench-nginx                     nginx's throughput under profiling, about 5 minutes
 #   make bench BENCH_ARGS='--rounds 3'   options for scripts/bench-sampler.py
-# Each script replaces its own section of docs/benchmarks.md. Run it on an
+# Each script replaces its own section of docs/benchmarks.md, and the
+# README's headline table follows (scripts/headline.py). Run it on an
 # otherwise idle machine: CPU-time comparisons here are noisy (±10%).
 
 # The build no registry holds that bench-sampler.py attaches to (a stripped
@@ -17,6 +18,7 @@ bench: $(B)/nupp-bpf lua $(BENCH_UNSEEN) $(B)/tests/luahost
 	$(Q)$(PYTHON) scripts/bench-sampler.py --luajit $(LUAJIT) --unseen $(BENCH_UNSEEN) $(BENCH_ARGS)
 	$(call msg,BENCH,scripts/bench-trace.py)
 	$(Q)$(PYTHON) scripts/bench-trace.py --luajit $(LUAJIT)
+	$(Q)$(PYTHON) scripts/headline.py
 	$(call msg,BENCH,scripts/bench-zone.lua)
 	$(Q)$(LUA_TEST_ENV) $(PYTHON) scripts/doc-section.py bench-zone \
 		"Zones: ns per enter+leave pair in a compiled loop (\`scripts/bench-zone.lua\`)" \

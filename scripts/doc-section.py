@@ -4,7 +4,8 @@
 Replaces the section between <!-- NAME: begin --> and <!-- NAME: end -->
 (appends it when absent) with TITLE, the command line and what it printed:
 as it is with --markdown (a script that prints tables), else as a block of
-text. For benchmark scripts that only print.
+text. For benchmark scripts that only print. Then the README's table of
+headline numbers is written again from the sections (scripts/headline.py).
 """
 import datetime
 import os
@@ -35,3 +36,5 @@ else:
     text = text.rstrip("\n") + "\n\n" + section + "\n"
 with open(DOC, "w") as f:
     f.write(text)
+# The README's headline numbers follow the sections they come from.
+subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "headline.py")], check=True)

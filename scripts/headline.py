@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+"""headline.py [--check] - the README's table of headline numbers, from docs/benchmarks.md.
+
+Each row is one number a user asks first (what a sample costs the target,
+what nupp-bpf itself costs, how soon it samples, what a server loses), read
+from the section of docs/benchmarks.md that `make bench` wrote for it. The
+table replaces what lies between <!-- headline: begin --> and
+<!-- headline: end --> in README.md, so the README quotes the last run and
+nothing older. doc-section.py runs this after each section it writes.
+
+--check: exit 1 when the README's table is not the one the benchmarks give
+(`make check-tree`).
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "docs", "benchmarks.md")
+README = os.path.join(ROOT, "README.md")
+BEGIN, END = "<!-- headline: begin -->", "<!-- headline: end -->"
+
+
+def sections(text):
+    """{name: its text} of every generated section."""
+    return dict(re.findall(r"<!-- ([\w-]+): begin -->(.*?)<!-- \1: end -->", text, re.S))
+
+
+def rows(section):
+    """The cells of every Markdown table row in a section, by row."""
+    return [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in section.splitlines() if line.strip().startswith("|")]
+
+
+def row(section, *first):
+    """The first table row whose leading cells start with first."""
+    for r in rows(section):
+        if len(r) >= len(first) and all(r[i].startswith(f) for i, f in enumerate(first)):
+            return r
+    raise LookupError("no row %s" % " | ".join(first))
+
+
+def when(section):
+    m = re.search(r" on (\d{4}-\d{2}-\d{2})", section)
+    return m.group(1) if m else "?"
+
+
+def line(section, pattern):
+    m = re.search(pattern, section)
+    if not m:
+        raise LookupError(pattern)
+    return m.groups()
+
+
+# (what, how it reads, which section): each a function of the section.
+def sampler_rows(s):
+    cost = row(s, "`-F 997 --depth 16`")
+    own = row(s, "nupp-bpf ≤ 2% of one core")
+    first = row(s, "attach to first sample")
+    rss = row(s, "nupp-bpf peak RSS")
+    return [
+        ("BPF time per sample (60-frame stack, `--depth 16`)", "%s ns" % cost[1]),
+        ("nupp-bpf's own CPU, `record -F 997`, one target",
+         re.sub(r"^(\S+)", r"\1 of a core", own[1])),
+        ("attach to first sample (`record -p`)", first[1]),
+        ("nupp-bpf's peak memory", rss[1]),
+    ]
+
+
+def trace_rows(s):
+    jit = row(s, "jit.attach")[3].split()[0]
+    nupp = row(s, "nupp-bpf")[3].split()[0]
+    return [("CPU per trace abort, against jit.attach in the same run",
+             "%s µs against %s µs" % (nupp, jit))]
+
+
+def zone_rows(s):
+    closed, = line(s, r"gate closed:\s+([\d.]+) ns")
+    opened, = line(s, r"gate open:\s+([\d.]+) ns")
+    return [("a zone's enter and leave in a compiled loop, no profiler / profiled",
+             "%s ns / %s ns" % (closed, opened))]
+
+
+def nginx_rows(s):
+    out = []
+    for mode, what in (("--clock tick", "`record --clock tick`"), ("-F 99", "`record -F 99`"),
+                       ("default job -F 997", "the default job, `-F 997`"),
+                       ("record --rotate 60 (4 workers)", "`record --rotate 60`, 4 workers")):
+        r = row(s, "`/cpu`", mode)
+        out.append(("nginx requests/s, CPU-bound Lua handler: %s" % what,
+                    "%s, rounds %s; nupp-bpf %s of a core" % (r[3].split()[0], r[3].split()[1].strip("()"), r[4])))
+    return out
+
+
+def check_rows(s):
+    r = row(s, "the repository's Lua")
+    return [("`nupp-bpf check`, lines of Lua per second on one core", "{:,}".format(int(r[5])))]
+
+
+TABLE = (("bench-sampler", sampler_rows), ("bench-trace", trace_rows), ("bench-zone", zone_rows),
+         ("bench-nginx", nginx_rows), ("bench-check", check_rows))
+
+
+def table(bench_text):
+    secs = sections(bench_text)
+    out = ["| what | measured | on |", "|---|---|---|"]
+    for name, rows_of in TABLE:
+        if name not in secs:
+            out.append("| (`%s` has not run) | | |" % name)
+            continue
+        try:
+            for what, value in rows_of(secs[name]):
+                out.append("| %s | %s | %s |" % (what, value, when(secs[name])))
+        except (LookupError, IndexError, ValueError) as e:
+            out.append("| (`%s`: %s) | | |" % (name, e))
+    return "\n".join(out)
+
+
+def main():
+    text = open(README).read()
+    if BEGIN not in text or END not in text:
+        sys.exit("headline.py: README.md has no %s ... %s" % (BEGIN, END))
+    head, rest = text.split(BEGIN, 1)
+    body, tail = rest.split(END, 1)
+    want = "\n" + table(open(BENCH).read()) + "\n"
+    if sys.argv[1:] == ["--check"]:
+        if body != want:
+            sys.exit("headline.py: README.md's headline table is not docs/benchmarks.md's: "
+                     "run scripts/headline.py")
+        return
+    with open(README, "w") as f:
+        f.write(head + BEGIN + want + END + tail)
+
+
+if __name__ == "__main__":
+    main()
