@@ -229,7 +229,8 @@ struct nupp_proc {
 				 * none until then ran before any Lua code */
 	__u64 vm_closes;	/* lua_close's calls of the GC probe (on_gc_cycle):
 				 * from the first, the code of a stack not named
-				 * yet may be gone while the process runs on */	__u8 site_ops[NUPP_OPS];	/* enum nupp_site_op by opcode; all 0 when
+				 * yet may be gone while the process runs on */
+	__u8 site_ops[NUPP_OPS];	/* enum nupp_site_op by opcode; all 0 when
 					 * the build has no bytecode modes */
 };
 

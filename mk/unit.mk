@@ -35,6 +35,17 @@ $(UNIT_DIR)/test_tracer.o: user/trace/trace.c $(B)/trace.skel.h $(GEN_HEADERS)
 $(UNIT_DIR)/test_tracer: $(B)/libnupp.a
 $(UNIT_DIR)/test_tracer: UNIT_LDLIBS += $(LDLIBS)
 
+# test_replay runs bpf/lj_sample.h as plain C, and the trace mapper, over
+# tests/fixtures/replay/; `make replay-fixtures` (as root) captures them
+# again (tests/replay/make-fixtures.py), to be reviewed.
+.PHONY: replay-fixtures
+replay-fixtures: $(B)/tests/replay-capture $(UNIT_DIR)/test_replay
+	$(Q)$(PYTHON) tests/replay/make-fixtures.py
+$(UNIT_DIR)/test_replay: $(patsubst %,$(UNIT_DIR)/%.o,sampler/tracemap sampler/bcpath $(SYMBOLIZE_OBJS))
+$(B)/tests/replay-capture: tests/replay/capture.c tests/replay/capture.h $(B)/libnupp.a
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) $< $(B)/libnupp.a $(LDLIBS) -o $@
+
 $(UNIT_DIR)/test_%: $(UNIT_DIR)/test_%.o $(B)/obj/lj_builds.o
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(UNIT_LDLIBS) -o $@

@@ -495,8 +495,8 @@ static int block_of(const __u32 *offs, int n, __u32 max, __u32 *start, __u32 *le
 	return *len <= max ? 0 : -1;
 }
 
-int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zones *z,
-			char *err, size_t errsz)
+int sampler__describe(const struct lj_target *t, const struct symbolizer *sym,
+		      struct nupp_proc *proc, char *err, size_t errsz)
 {
 	const struct lj_layout *lj = &t->layout;
 	const __u32 Lf[] = { lj->L_base, lj->L_stack, lj->L_maxstack, lj->L_cframe };
@@ -508,7 +508,6 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 	__u32 gg_blk, gg_len, L_blk, L_len;
 	__u64 code_lo[NUPP_CODE_RANGES], code_hi[NUPP_CODE_RANGES];
 	int ncode;
-	struct target *tg;
 
 	/* The sampler reads these fields in one block each. */
 	if (block_of(ggf, sizeof(ggf) / sizeof(ggf[0]), NUPP_GG_BLK, &gg_blk, &gg_len) ||
@@ -517,6 +516,27 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 			 "than the sampler reads at once", t->pid);
 		return -1;
 	}
+	ncode = lj_target__code_near(t->pid, t->vm_lo, code_lo, code_hi, NUPP_CODE_RANGES);
+	*proc = (struct nupp_proc){
+		.lj = t->layout,
+		.gg_blk = gg_blk,
+		.gg_len = gg_len,
+		.L_blk = L_blk,
+		.L_len = L_len,
+		.vm_lo = t->vm_lo,
+		.vm_hi = t->vm_hi,
+		.g = t->ngs == 1 ? t->gs[0] : 0,
+	};
+	for (int i = 0; i < ncode; i++)
+		proc->code[i] = (struct nupp_code_range){ code_lo[i], code_hi[i] };
+	symbolizer__site_ops(sym, proc->site_ops, sizeof(proc->site_ops));
+	return 0;
+}
+
+int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zones *z,
+			char *err, size_t errsz)
+{
+	struct target *tg;
 
 	if (s->ntargets == NUPP_MAX_PLACES) {
 		snprintf(err, errsz, "too many target processes (at most %d)", NUPP_MAX_PLACES);
@@ -534,23 +554,6 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 	tg->slot = s->ntargets;
 	tg->t = t;
 	tg->pid = t->pid;
-	ncode = lj_target__code_near(t->pid, t->vm_lo, code_lo, code_hi, NUPP_CODE_RANGES);
-	tg->proc = (struct nupp_proc){
-		.lj = t->layout,
-		.gg_blk = gg_blk,
-		.gg_len = gg_len,
-		.L_blk = L_blk,
-		.L_len = L_len,
-		.vm_lo = t->vm_lo,
-		.vm_hi = t->vm_hi,
-		.g = t->ngs == 1 ? t->gs[0] : 0,
-		.max_frames = s->frames_size / sizeof(struct nupp_frame),
-		.counts_mask = s->table_len - 1,
-		.slot = s->ntargets,
-		.zone_cur = z ? zones__current_addr(z) : 0,
-	};
-	for (int i = 0; i < ncode; i++)
-		tg->proc.code[i] = (struct nupp_code_range){ code_lo[i], code_hi[i] };
 	tg->zones = z;
 	tg->sym = symbolizer__new(lj_target__build(t), (struct mem_reader){ target_mem_read, tg });
 	tg->code = codemap__new(t->pid);
@@ -560,8 +563,16 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 		free_target(tg, false);
 		return -1;
 	}
+	if (sampler__describe(t, tg->sym, &tg->proc, err, errsz)) {
+		free_target(tg, false);
+		return -1;
+	}
+	/* What the sampler's settings add to the process's description. */
+	tg->proc.max_frames = s->frames_size / sizeof(struct nupp_frame);
+	tg->proc.counts_mask = s->table_len - 1;
+	tg->proc.slot = s->ntargets;
+	tg->proc.zone_cur = z ? zones__current_addr(z) : 0;
 	symbolizer__set_lines(tg->sym, s->lines);
-	symbolizer__site_ops(tg->sym, tg->proc.site_ops, sizeof(tg->proc.site_ops));
 	if (!s->dumpstack_names)
 		symbolizer__set_cfunc_names(tg->sym, tg->cnames);
 	/* NULL for a build whose layout has no trace fields (or when

@@ -82,6 +82,15 @@ void sampler__open_probes_early(const struct sampler_opts *o, const struct lj_ta
  * the thread that opened them. */
 void sampler__close_early_probes(void);
 
+/* What the BPF sampler is told of t's process (struct nupp_proc): its
+ * layout, where it reads the VM's fields, its interpreter and the files'
+ * code near it, its only VM, the call-site kind of each opcode (sym, a
+ * symbolizer of t's build). The sampler's own settings (frames, table,
+ * slot, zone) are left 0. 0, or -1 with why in err. */
+struct symbolizer;
+int sampler__describe(const struct lj_target *t, const struct symbolizer *sym,
+		      struct nupp_proc *proc, char *err, size_t errsz);
+
 /* Start sampling the process of t (t must outlive the sampler), with the
  * zones of its zone module when z has found them already (else NULL, or
  * sampler__set_zones later). */
