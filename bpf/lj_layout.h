@@ -124,4 +124,13 @@ struct lj_layout {
 	__u32 ir_o;		/* u8 o: the IR opcode */
 };
 
+/* The field at byte off of buf, a block of target memory read at once, of a
+ * power-of-two size plus 8 bytes of slack. Masking rather than testing keeps
+ * the verifier's paths few (fields are aligned to their size; userspace
+ * checks that the offsets fit the block). */
+#define lj_u64_at(buf, off, size)	(*(const __u64 *)((buf) + ((off) & ((size) - 8))))
+#define lj_u32_at(buf, off, size)	(*(const __u32 *)((buf) + ((off) & ((size) - 4))))
+#define lj_u16_at(buf, off, size)	(*(const __u16 *)((buf) + ((off) & ((size) - 2))))
+#define lj_u8_at(buf, off, size)	((buf)[(off) & ((size) - 1)])
+
 #endif /* NUPP_LJ_LAYOUT_H */

@@ -5,7 +5,7 @@
  *
  * Compiled into the BPF sampler (sampler.bpf.c), which finds the sample's VM
  * and counts the stack it gives, and, as plain C, into the replay test
- * (tests/unit/replay_sample.c), which runs it over a process's registers and
+ * (tests/unit/test_replay.c), which runs it over a process's registers and
  * memory captured once: the cases a live test meets by timing luck (a trace
  * stopped in an inlined callee, a frame returning) are replayed every run.
  * The includer defines LJ_READ (as for lj_walk.h), __noinline, and the

@@ -128,12 +128,6 @@ struct lj_walk_mem {
 	struct lj_memo_set fns[LJ_FN_SETS];	/* functions */
 };
 
-/* The u64 at byte off of buf, a power-of-two size plus 8 bytes of slack.
- * Masking rather than testing keeps the verifier's paths few (fields are
- * 8-byte aligned; userspace checks that the offsets fit). */
-#define lj_u64_at(buf, off, size)	(*(const __u64 *)((buf) + ((off) & ((size) - 8))))
-#define lj_u32_at(buf, off, size)	(*(const __u32 *)((buf) + ((off) & ((size) - 4))))
-#define lj_u8_at(buf, off, size)	((buf)[(off) & ((size) - 1)])
 
 /* The frame's func and link slots (f - 8 and f) into w->fn and w->link,
  * through the stack window: refilled so that it ends just above f, and not

@@ -47,6 +47,32 @@ struct {
 
 #define RD(dst, addr) bpf_probe_read_user(&(dst), sizeof(dst), (const void *)(addr))
 
+/* Per-CPU scratch: the blocks of target memory an abort reads at once
+ * (struct nupp_trace_proc says where), too big for the BPF stack. */
+struct abort_scratch {
+	__u8 jlo[NUPP_TJ_BLK + 8];	/* jit_State: the current trace, the recorder */
+	__u8 jhi[NUPP_TJ_BLK + 8];	/* jit_State: parent, exitno, errinfo */
+	__u8 L[NUPP_TL_BLK + 8];	/* the recording lua_State */
+	__u8 pt[NUPP_TPT_BLK + 8];	/* the location's GCproto */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct abort_scratch);
+} scratch SEC(".maps");
+
+/* Read the block [addr, + len) into buf of size max (a power of two): a
+ * length in 1..max, in a form the verifier can bound. */
+#define READ_BLK(buf, len, max, addr) \
+	bpf_probe_read_user(buf, (((len) - 1) & ((max) - 1)) + 1, (const void *)(addr))
+/* A field of jit_State at offset off, from its block. */
+#define J_LO(p, sc, w, off)	lj_u##w##_at((sc)->jlo, (off) - (p)->j_lo, NUPP_TJ_BLK)
+#define J_HI(p, sc, w, off)	lj_u##w##_at((sc)->jhi, (off) - (p)->j_hi, NUPP_TJ_BLK)
+#define L_AT(p, sc, off)	lj_u64_at((sc)->L, (off) - (p)->L_blk, NUPP_TL_BLK)
+#define PT_AT(pt, w, off)	lj_u##w##_at((pt), (off), NUPP_TPT_BLK)
+
 /* Is v the address of a jit_State? It is when the GG_State around it holds
  * the main thread where g->mainthref says (the global_State signature). */
 static __always_inline int is_jit_state(const struct lj_layout *lj, __u64 v)
@@ -62,16 +88,23 @@ static __always_inline int is_jit_state(const struct lj_layout *lj, __u64 v)
 }
 
 /* trace_state() keeps J in a callee-saved register across the calls in
- * trace_abort(); which one depends on the compiler, so try all of them. */
-static __always_inline __u64 find_J(const struct lj_layout *lj, struct pt_regs *regs)
+ * trace_abort(); which one depends on the compiler, so try all of them,
+ * the one that held it last time in this process first (p->j_reg: one
+ * read, where each register tried costs one). */
+static __always_inline __u64 find_J(struct nupp_trace_proc *p, struct pt_regs *regs)
 {
 	__u64 cand[6] = {
 		regs->r15, regs->r14, regs->r13, regs->r12, regs->bp, regs->bx,
 	};
+	__u32 hint = p->j_reg;
 
-	for (int i = 0; i < 6; i++)
-		if (is_jit_state(lj, cand[i]))
+	if (hint < 6 && is_jit_state(&p->lj, cand[hint]))
+		return cand[hint];
+	for (__u32 i = 0; i < 6; i++)
+		if (i != hint && is_jit_state(&p->lj, cand[i])) {
+			p->j_reg = i;
 			return cand[i];
+		}
 	return 0;
 }
 
@@ -219,16 +252,16 @@ static __always_inline int find_location(const struct nupp_trace_proc *p, struct
 	return p->debug_frame ? debug_frame_pos(&p->lj, e, base) : 0;
 }
 
-/* lj_debug_line(pt, pos), and pt->firstline. */
-static __always_inline int proto_line(const struct lj_layout *lj, struct nupp_trace_loc *l)
+/* lj_debug_line(pt, pos), and pt->firstline, from the GCproto's header in
+ * pt (read by read_location). */
+static __always_inline int proto_line(const struct lj_layout *lj, struct nupp_trace_loc *l,
+				      const __u8 *pt)
 {
-	__u32 pos = (__u32)l->pos, sizebc;
-	__s32 numline;
-	__u64 li;
+	__u32 pos = (__u32)l->pos, sizebc = PT_AT(pt, 32, lj->pt_sizebc);
+	__s32 numline = (__s32)PT_AT(pt, 32, lj->pt_numline);
+	__u64 li = PT_AT(pt, 64, lj->pt_lineinfo);
 
-	if (RD(li, l->pt + lj->pt_lineinfo) || RD(sizebc, l->pt + lj->pt_sizebc) ||
-	    RD(numline, l->pt + lj->pt_numline) || RD(l->firstline, l->pt + lj->pt_firstline))
-		return -1;
+	l->firstline = (__s32)PT_AT(pt, 32, lj->pt_firstline);
 	l->line = 0;		/* lj_debug_line's answer for a position past the code */
 	if (pos > sizebc || !li)
 		return 0;
@@ -259,13 +292,12 @@ static __always_inline int proto_line(const struct lj_layout *lj, struct nupp_tr
 }
 
 /* The chunk name: all of it, or its first character and its end. */
-static __always_inline int proto_name(const struct lj_layout *lj, struct nupp_trace_loc *l)
+static __always_inline int proto_name(const struct lj_layout *lj, struct nupp_trace_loc *l,
+				      const __u8 *pt)
 {
-	__u64 s;
+	__u64 s = PT_AT(pt, 64, lj->pt_chunkname);
 	__u32 n, off = 0;
 
-	if (RD(s, l->pt + lj->pt_chunkname))
-		return -1;
 	s = (s & LJ_GCVMASK) + lj->str_size;
 	if (RD(l->namelen, s - lj->str_size + lj->str_len) || RD(l->name0, s))
 		return -1;
@@ -285,14 +317,16 @@ static __always_inline int proto_name(const struct lj_layout *lj, struct nupp_tr
  * function: the verifier checks it once, not once for every way the probe
  * reaches it. */
 __noinline int read_location(const struct nupp_trace_proc *p, struct nupp_trace_event *e,
-			     __u64 base, __u64 stack)
+			     __u64 base, __u64 stack, struct abort_scratch *sc)
 {
 	const struct lj_layout *lj;
 	struct nupp_trace_loc *l;
 	__u64 bot = stack + 8;
+	__u8 *pt;
 
-	if (!p || !e)
+	if (!p || !e || !sc)
 		return -1;
+	pt = sc->pt;
 	lj = &p->lj;
 	l = &e->loc;
 	if (find_location(p, e, base, bot))
@@ -304,10 +338,10 @@ __noinline int read_location(const struct nupp_trace_proc *p, struct nupp_trace_
 		return 0;
 	}
 	l->have = NUPP_LOC_FN;
-	if (proto_line(lj, l))
+	if (READ_BLK(pt, p->pt_len, NUPP_TPT_BLK, l->pt) || proto_line(lj, l, pt))
 		return 0;
 	l->have |= NUPP_LOC_PROTO;
-	if (!proto_name(lj, l))
+	if (!proto_name(lj, l, pt))
 		l->have |= NUPP_LOC_NAME;
 	return 0;
 }
@@ -336,16 +370,16 @@ static __always_inline void read_errobj(const struct lj_layout *lj,
 		bpf_probe_read_user(e->msg, n, (const void *)(s + lj->str_size));
 }
 
-/* J->errinfo: the NYI detail. A function is named by userspace; its ffid
- * and C pointer are read now (a Lua function's name would be read later). */
+/* J->errinfo (in e->errinfo): the NYI detail. A function is named by
+ * userspace; its ffid and C pointer are read now (a Lua function's name
+ * would be read later). */
 static __always_inline void read_errinfo(const struct lj_layout *lj,
 					 struct nupp_trace_event *e)
 {
-	__u64 fn;
+	__u64 fn = e->errinfo & LJ_GCVMASK;
 
 	e->info_ffid = 0xff;
-	fn = read_gcref(&e->errinfo, e->J + lj->J_errinfo, LJ_TFUNC);
-	if (!fn || RD(e->info_ffid, fn + lj->fn_ffid))
+	if ((__u32)((__s64)e->errinfo >> 47) != LJ_TFUNC || RD(e->info_ffid, fn + lj->fn_ffid))
 		return;
 	if (e->info_ffid != 0)
 		RD(e->info_f, fn + lj->fn_f);
@@ -370,10 +404,12 @@ int BPF_KPROBE(trace_abort_site)
 {
 	__u64 pid_tgid = view_current_pid_tgid();
 	__u32 pid = pid_tgid >> 32;
-	const struct nupp_trace_proc *p;
+	struct nupp_trace_proc *p;
 	const struct lj_layout *lj;
 	struct nupp_trace_event *e;
+	struct abort_scratch *sc;
 	__u64 J, top, base, stack;
+	__u32 zero = 0;
 	__u16 traceno;
 
 	p = bpf_map_lookup_elem(&procs, &pid);
@@ -381,13 +417,21 @@ int BPF_KPROBE(trace_abort_site)
 		return 0;
 	lj = &p->lj;
 	count(NUPP_TRC_HITS);
-	J = find_J(lj, ctx);
+	J = find_J(p, ctx);
 	if (!J) {
 		count(NUPP_TRC_NO_J);
 		return 0;
 	}
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc)
+		return 0;
+	if (READ_BLK(sc->jlo, p->j_lo_len, NUPP_TJ_BLK, J + p->j_lo)) {
+		count(NUPP_TRC_READ);
+		return 0;
+	}
 	/* trace_abort() only reports an abort when a trace number was taken. */
-	if (RD(traceno, J + lj->J_cur_traceno) || !traceno) {
+	traceno = J_LO(p, sc, 16, lj->J_cur_traceno);
+	if (!traceno) {
 		count(NUPP_TRC_NO_TRACE);
 		return 0;
 	}
@@ -402,22 +446,30 @@ int BPF_KPROBE(trace_abort_site)
 	e->ktime = bpf_ktime_get_ns();
 	e->J = J;
 	e->traceno = traceno;
-	if (RD(e->L, J + lj->J_L) || RD(e->pt, J + lj->J_pt) || RD(e->pc, J + lj->J_pc) ||
-	    RD(e->startpt, J + lj->J_cur_startpt) || RD(e->startpc, J + lj->J_cur_startpc) ||
-	    RD(e->startins, J + lj->J_cur_startins) || RD(e->parent, J + lj->J_parent) ||
-	    RD(e->exitno, J + lj->J_exitno) || RD(e->flags, J + lj->J_flags) ||
-	    RD(top, e->L + lj->L_top) || RD(base, e->L + lj->L_base) ||
-	    RD(stack, e->L + lj->L_stack)) {
+	e->L = J_LO(p, sc, 64, lj->J_L);
+	e->pt = J_LO(p, sc, 64, lj->J_pt);
+	e->pc = J_LO(p, sc, 64, lj->J_pc);
+	e->startpt = J_LO(p, sc, 64, lj->J_cur_startpt) & LJ_GCVMASK;
+	e->startpc = J_LO(p, sc, 64, lj->J_cur_startpc);
+	e->startins = J_LO(p, sc, 32, lj->J_cur_startins);
+	e->flags = J_LO(p, sc, 32, lj->J_flags);
+	if (READ_BLK(sc->jhi, p->j_hi_len, NUPP_TJ_BLK, J + p->j_hi) ||
+	    READ_BLK(sc->L, p->L_len, NUPP_TL_BLK, e->L + p->L_blk)) {
 		count(NUPP_TRC_READ);
 		bpf_ringbuf_discard(e, 0);
 		return 0;
 	}
-	e->startpt &= LJ_GCVMASK;
+	e->parent = J_HI(p, sc, 32, lj->J_parent);
+	e->exitno = J_HI(p, sc, 32, lj->J_exitno);
+	e->errinfo = J_HI(p, sc, 64, lj->J_errinfo);
+	top = L_AT(p, sc, lj->L_top);
+	base = L_AT(p, sc, lj->L_base);
+	stack = L_AT(p, sc, lj->L_stack);
 	if (e->startpc)
 		RD(e->startins_now, e->startpc);
 	read_errobj(lj, e, top);
 	read_errinfo(lj, e);
-	read_location(p, e, base, stack);
+	read_location(p, e, base, stack, sc);
 	if (p->zone_cur)
 		RD(e->zone, p->zone_cur);
 	count(NUPP_TRC_EVENTS);

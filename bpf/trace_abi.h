@@ -10,6 +10,13 @@
 #define NUPP_TRACE_NAME		256	/* bytes of the location's chunk name kept */
 #define NUPP_TRACE_MSG		128	/* bytes of a string error object kept */
 #define NUPP_TRACE_MAX_VMS	16	/* global_States per process checked for J */
+/* Blocks of target memory the probe reads at once (each read costs
+ * 0.1-0.5 us, whatever its size): jit_State's fields in two (the current
+ * trace's and the recorder's; the parent, exit and errinfo), the recording
+ * lua_State's, the location's GCproto header. Powers of two. */
+#define NUPP_TJ_BLK		256
+#define NUPP_TL_BLK		64
+#define NUPP_TPT_BLK		128
 
 /* LuaJIT constants the abort site needs (lj_jit.h, lj_obj.h). */
 #define LJ_TRACE_ERR		0x16	/* TraceState LJ_TRACE_ERR */
@@ -79,7 +86,16 @@ struct nupp_trace_proc {
 	__u64 zone_cur;		/* address of the target's u32 current zone id, 0 none */
 	__u32 debug_frame;	/* trace_abort() names lj_debug_frame(L, 0) (luajit2
 				 * 2019-02..2023-10), not the first Lua frame */
-	__u32 pad;
+	/* The blocks the probe reads (userspace fits them to the layout):
+	 * [J + j_lo, + j_lo_len) holds lj.J_cur_*, J_L, J_pc, J_pt, J_flags;
+	 * [J + j_hi, + j_hi_len) J_parent, J_exitno, J_errinfo, each at most
+	 * NUPP_TJ_BLK; [L + L_blk, + L_len) L_base, L_top, L_stack (at most
+	 * NUPP_TL_BLK); a GCproto's first pt_len bytes its line info and
+	 * chunk name (at most NUPP_TPT_BLK). */
+	__u32 j_lo, j_lo_len, j_hi, j_hi_len;
+	__u32 L_blk, L_len, pt_len;
+	__u32 j_reg;		/* the register that held J at the last abort (the
+				 * probe's own note; index into find_J's list) */
 };
 
 /* Counters (per-CPU array, index enum nupp_trace_counter). */

@@ -24,6 +24,7 @@
 #include <lualib.h>
 #include "../../user/trace/trace.c"
 #include "luajit/elf_file.h"
+#include "luajit/lj_revision.h"
 
 static struct {
 	struct tr_target tg;
@@ -396,6 +397,44 @@ static void test_csv(const char *path)
 	printf("%-4s CSV (%s)\n", T.failed > before ? "FAIL" : "ok", path);
 }
 
+/* The probe reads jit_State, lua_State and GCproto in blocks: every layout
+ * of the revision table (each of upstream's and OpenResty's x86-64 GC64
+ * revisions and their option variants, but those without the JIT) fits
+ * them, and the blocks hold the fields at the offsets the layout gives. */
+static void test_blocks(void)
+{
+	int before = T.failed, n = 0;
+
+	for (int i = 0; i < lj_nrevisions; i++) {
+		const struct lj_revision *r = &lj_revisions[i];
+
+		if (!r->layout)
+			continue;
+		for (int v = -1; v < r->nvariants; v++) {
+			struct nupp_trace_proc p = { .lj = v < 0 ? *r->layout : *r->variants[v].layout };
+			const struct lj_layout *lj = &p.lj;
+			char err[256] = "";
+			int fits;
+
+			if (!lj->J_L || !lj->J_cur_traceno)	/* no JIT: no abort to probe */
+				continue;
+			if (!lj->J_cur_startins)	/* as target_attach fills them in */
+				p.lj.J_cur_startins = lj->J_cur_startpc + 8;
+			if (!lj->J_flags)
+				p.lj.J_flags = lj->J_pt + 16;
+			fits = !fit_blocks(&p, 1, err, sizeof(err)) &&
+			       lj->J_cur_traceno >= p.j_lo && lj->J_flags + 4 <= p.j_lo + p.j_lo_len &&
+			       lj->J_errinfo + 8 <= p.j_hi + p.j_hi_len && lj->J_parent >= p.j_hi &&
+			       lj->L_stack + 8 <= p.L_blk + p.L_len && lj->pt_lineinfo + 8 <= p.pt_len;
+			check(fits, "the probe's blocks fit the layout", r->commit ? r->commit : r->source,
+			      err);
+			n++;
+		}
+	}
+	check(n > 100, "layouts checked", ">100", n > 100 ? "ok" : "few");
+	printf("%-4s probe blocks over %d layouts\n", T.failed > before ? "FAIL" : "ok", n);
+}
+
 int main(int argc, char **argv)
 {
 	lua_State *L = luaL_newstate();
@@ -411,6 +450,7 @@ int main(int argc, char **argv)
 	test_counting(L);
 	test_site_rules(argc > 1 ? argv[1] : "tests/fixtures/trace_sites.tsv");
 	test_csv(argc > 3 ? argv[3] : "tests/fixtures/trace_report.csv");
+	test_blocks();
 	symbolizer__free(T.tg.src.sym);
 	lua_close(L);
 	printf("%d passed, %d failed\n", T.passed, T.failed);

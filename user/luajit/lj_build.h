@@ -52,6 +52,27 @@ struct lj_build {
 	int mm_call, mm_max;		/* values of MM_call and MM__MAX */
 };
 
+/* The block [*start, + *len) holding the fields of at most 8 bytes at
+ * offs[0..n) (0 offsets, fields a layout lacks, left out): what a BPF
+ * program reads of a struct at once. 0, or -1 when it would be longer
+ * than max. */
+static inline int lj_block_of(const __u32 *offs, int n, __u32 max, __u32 *start, __u32 *len)
+{
+	__u32 lo = ~0U, hi = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (!offs[i])
+			continue;
+		lo = offs[i] < lo ? offs[i] : lo;
+		hi = offs[i] > hi ? offs[i] : hi;
+	}
+	if (lo == ~0U)
+		lo = hi = 0;
+	*start = lo & ~7U;
+	*len = hi + 8 - *start;
+	return *len <= max ? 0 : -1;
+}
+
 extern const struct lj_build lj_known_builds[];
 extern const int lj_nknown_builds;
 

@@ -480,21 +480,6 @@ static void unlist(struct sampler *s, struct target *tg)
 		bpf_map__delete_elem(s->skel->maps.more_targets, &tgid, sizeof(tgid), 0);
 }
 
-/* The block [*start, + *len) holding the 8-byte fields at offs[0..n); -1
- * when it would be longer than max. */
-static int block_of(const __u32 *offs, int n, __u32 max, __u32 *start, __u32 *len)
-{
-	__u32 lo = offs[0], hi = offs[0];
-
-	for (int i = 1; i < n; i++) {
-		lo = offs[i] < lo ? offs[i] : lo;
-		hi = offs[i] > hi ? offs[i] : hi;
-	}
-	*start = lo & ~7U;
-	*len = hi + 8 - *start;
-	return *len <= max ? 0 : -1;
-}
-
 int sampler__describe(const struct lj_target *t, const struct symbolizer *sym,
 		      struct nupp_proc *proc, char *err, size_t errsz)
 {
@@ -510,8 +495,8 @@ int sampler__describe(const struct lj_target *t, const struct symbolizer *sym,
 	int ncode;
 
 	/* The sampler reads these fields in one block each. */
-	if (block_of(ggf, sizeof(ggf) / sizeof(ggf[0]), NUPP_GG_BLK, &gg_blk, &gg_len) ||
-	    block_of(Lf, sizeof(Lf) / sizeof(Lf[0]), NUPP_BLK, &L_blk, &L_len)) {
+	if (lj_block_of(ggf, sizeof(ggf) / sizeof(ggf[0]), NUPP_GG_BLK, &gg_blk, &gg_len) ||
+	    lj_block_of(Lf, sizeof(Lf) / sizeof(Lf[0]), NUPP_BLK, &L_blk, &L_len)) {
 		snprintf(err, errsz, "the LuaJIT layout of PID %d spreads the VM's fields wider "
 			 "than the sampler reads at once", t->pid);
 		return -1;

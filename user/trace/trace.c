@@ -205,6 +205,33 @@ static void detach(struct tr_target *tg)
 	tg->nlinks = 0;
 }
 
+/* Where the probe reads its blocks of jit_State, lua_State and GCproto in
+ * p's layout (struct nupp_trace_proc); -1 with why in err when a block
+ * would be longer than the probe reads. */
+static int fit_blocks(struct nupp_trace_proc *p, pid_t pid, char *err, size_t errsz)
+{
+	const struct lj_layout *lj = &p->lj;
+	const __u32 jlo[] = { lj->J_cur_startpt, lj->J_cur_startpc, lj->J_cur_traceno,
+			      lj->J_cur_startins, lj->J_L, lj->J_pc, lj->J_pt, lj->J_flags };
+	const __u32 jhi[] = { lj->J_parent, lj->J_exitno, lj->J_errinfo };
+	const __u32 L[] = { lj->L_base, lj->L_top, lj->L_stack };
+	const __u32 pt[] = { lj->pt_sizebc, lj->pt_chunkname, lj->pt_firstline, lj->pt_numline,
+			     lj->pt_lineinfo };
+	__u32 pt_lo;
+
+	/* The GCproto's block is read from its start: its header is small. */
+	if (lj_block_of(jlo, sizeof(jlo) / sizeof(jlo[0]), NUPP_TJ_BLK, &p->j_lo, &p->j_lo_len) ||
+	    lj_block_of(jhi, sizeof(jhi) / sizeof(jhi[0]), NUPP_TJ_BLK, &p->j_hi, &p->j_hi_len) ||
+	    lj_block_of(L, sizeof(L) / sizeof(L[0]), NUPP_TL_BLK, &p->L_blk, &p->L_len) ||
+	    lj_block_of(pt, sizeof(pt) / sizeof(pt[0]), NUPP_TPT_BLK, &pt_lo, &p->pt_len) ||
+	    (p->pt_len += pt_lo) > NUPP_TPT_BLK) {
+		snprintf(err, errsz, "the LuaJIT layout of PID %d spreads the recorder's fields "
+			 "wider than the trace probe reads at once", pid);
+		return -1;
+	}
+	return 0;
+}
+
 static int target_attach(struct tracer *tr, struct tr_target *tg, char *err, size_t errsz)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo);
@@ -221,6 +248,8 @@ static int target_attach(struct tracer *tr, struct tr_target *tg, char *err, siz
 		proc.lj.J_cur_startins = proc.lj.J_cur_startpc + 8;
 	if (!proc.lj.J_flags)
 		proc.lj.J_flags = proc.lj.J_pt + 16;
+	if (fit_blocks(&proc, tg->src.pid, err, errsz))
+		return -1;
 	nsites = tracer__sites(t, sites, CODE_SITES_MAX_COPIES, err, errsz);
 	if (!nsites)
 		return -1;
