@@ -30,6 +30,10 @@ const volatile __u32 leaf_pc;		/* --lines: record the leaf's pc off trace too */
 #include "lj_sample.h"
 #include "pid_view.h"
 volatile __u32 paused;			/* set by userspace: count, don't record */
+/* What a sample counts for: 1, or the factor userspace lowered the rate by
+ * (--max-cpu: 2, 4...), so that counts stay samples at the rate asked and
+ * every profile of the session keeps one period (sampler__slow_down). */
+volatile __u32 weight = 1;
 
 /* Target processes by slot, their layout in procs[slot]. The first
  * NUPP_MAX_TARGETS slots list their tgid in target_tgid[slot] (0 ends the
@@ -128,7 +132,7 @@ struct {
 
 static __always_inline int unresolved(enum nupp_err err)
 {
-	count(NUPP_CNT_ERR + err);
+	count_n(NUPP_CNT_ERR + err, weight);
 	return 0;
 }
 
@@ -486,7 +490,7 @@ static __always_inline int count_stack(const struct nupp_proc *p, struct sampler
 						BPF_NOEXIST) == -7)
 				return NUPP_ERR_MAP_FULL + 1;	/* -E2BIG; the slot stays unready */
 			s->key = sc->key;
-			s->state[state_index(sc)] = 1;
+			s->state[state_index(sc)] = weight;
 			__sync_lock_test_and_set(&s->ready, 1);	/* after the key */
 			announce_slot(k, p, sc);
 			return 0;
@@ -494,7 +498,7 @@ static __always_inline int count_stack(const struct nupp_proc *p, struct sampler
 		have = (const __u64 *)&s->key;
 		if (s->ready && have[0] == want[0] && have[1] == want[1] &&
 		    have[2] == want[2] && have[3] == want[3]) {
-			__sync_fetch_and_add(&s->state[state_index(sc)], 1);
+			__sync_fetch_and_add(&s->state[state_index(sc)], weight);
 			return 0;
 		}
 	}
@@ -537,12 +541,12 @@ static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *s
 	int err;
 
 	if (lj_unlikely(paused)) {
-		count(NUPP_CNT_PAUSED);
+		count_n(NUPP_CNT_PAUSED, weight);
 		return 0;
 	}
 	find_vm(p, sc);
 	if (lj_unlikely(!key->g)) {
-		__sync_fetch_and_add(&p->vmless, 1);
+		__sync_fetch_and_add(&p->vmless, weight);
 		return unresolved(NUPP_ERR_NO_VM);
 	}
 	err = sample_walk(p, sc);

@@ -130,6 +130,31 @@ def share(rows, pred):
     return sum(c for s, c in rows if pred(frames(s))) / t
 
 
+def assert_rate(n, cpu, hz, what="", steal=0.0):
+    """n samples for cpu seconds of CPU time at hz: the cpu-clock timer fires
+    per CPU, so a task gets hz samples per second it runs, whatever else
+    runs beside it, times the machine's timer efficiency: on a VM a timer
+    expiration that comes late is dropped, and a spinning thread got 0.75
+    to 0.98 of hz per CPU second here (0.75 and 0.85 in one CI run of
+    2026-12-05, two threads spinning on two CPUs; `perf record` itself got
+    0.61 on a fresh VM, docs/testing.md). The lower bound, 0.6, is below
+    every efficiency seen and still fails a sampler that lost half a run's
+    samples or ran at another rate (-i 4 against -F 499). The window
+    nupp-bpf samples lies inside the measured CPU time (from nupp-bpf's
+    "recording" line to its summary, which comes after writing the output;
+    or the launched command's own CPU clock), hence +7 % (+5.06 % was seen
+    on a loaded host). Time the hypervisor took from the CPU (steal) is
+    left out of a task's CPU time while the timer runs on, so it can only
+    add samples: the upper bound widens by the steal the run saw
+    (helpers.steal_ticks), twice the whole machine's share, as all of it
+    may have fallen on the target's CPU."""
+    want = hz * cpu
+    high = 1.07 / (1 - min(2 * steal, 0.5))	# +5.06 % seen at a load of 10
+    assert 0.6 * want <= n <= high * want, \
+        f"{what}{n} samples for {cpu:.2f} s of CPU at {hz} Hz (expected about {want:.0f}, " \
+        f"at most {high * want:.0f} with steal {100 * steal:.1f} %)"
+
+
 def share_tol(n, want_pct, timing_pts=1.0):
     """Points a sampled share may lie from a timed one. The model: each of
     the n samples falls in the function with p = want_pct / 100 (binomial),

@@ -743,10 +743,21 @@ def test_zone_paths_and_gate(tmp_path):
 
 
 def test_zone_code_never_aborts_a_trace(tmp_path):
+    """Zone calls in a compiled loop abort no trace. Aborts of the "stop"
+    class (leaving the loop in a root trace, an inner loop, the unroll
+    limit: the recorder choosing where traces go) are left out: LuaJIT's
+    JIT penalizes with a randomly seeded PRNG, so which of them a run meets
+    varies (one CI run met "leaving loop in root trace" once), and they
+    stop no code from being compiled."""
     out = run_lua(tmp_path, PRELUDE + """
+        local reasons = require("nupp.profile.reasons")
+        local vmdef = require("jit.vmdef")
         local aborts, traces = {}, 0
         jit.attach(function(what, tr, func, pc, err, info)
-          if what == "abort" then aborts[#aborts + 1] = tostring(err) end
+          local r = what == "abort" and reasons.byText[vmdef.traceerr[err]]
+          if what == "abort" and not (r and r.class == "stop") then
+            aborts[#aborts + 1] = tostring(err)
+          end
           if what == "stop" then traces = traces + 1 end
         end, "trace")
         local function body(i) if i % 100 == 0 then return i % 7 end return i % 3 end

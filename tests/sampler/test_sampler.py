@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import (BUILDS, JP_ARGS, LUAJIT_ROOT, Nupp, ROOT, Run, STOCK_LUAJIT, StealLog, frames, max_depth,
+from helpers import (BUILDS, assert_rate, JP_ARGS, LUAJIT_ROOT, Nupp, ROOT, Run, STOCK_LUAJIT, StealLog, frames, max_depth,
                       parse_jp_states, parse_truth, share, share_tol, top, total, wait_for, workload)
 
 FREQ = 997
@@ -66,31 +66,6 @@ def assert_resolves(run, exits=False):
 # --- 1. every LuaJIT build, attach and launch -----------------------------------------
 
 MIXED_RE = r"^{c}mixed\.lua:0;mixed\.lua:outer;mixed\.lua:(compiled|interpreted)$"
-
-
-def assert_rate(n, cpu, hz, what="", steal=0.0):
-    """n samples for cpu seconds of CPU time at hz: the cpu-clock timer fires
-    per CPU, so a task gets hz samples per second it runs, whatever else
-    runs beside it, times the machine's timer efficiency: on a VM a timer
-    expiration that comes late is dropped, and a spinning thread got 0.75
-    to 0.98 of hz per CPU second here (0.75 and 0.85 in one CI run of
-    2026-12-05, two threads spinning on two CPUs; `perf record` itself got
-    0.61 on a fresh VM, docs/testing.md). The lower bound, 0.6, is below
-    every efficiency seen and still fails a sampler that lost half a run's
-    samples or ran at another rate (-i 4 against -F 499). The window
-    nupp-bpf samples lies inside the measured CPU time (from nupp-bpf's
-    "recording" line to its summary, which comes after writing the output;
-    or the launched command's own CPU clock), hence +7 % (+5.06 % was seen
-    on a loaded host). Time the hypervisor took from the CPU (steal) is
-    left out of a task's CPU time while the timer runs on, so it can only
-    add samples: the upper bound widens by the steal the run saw
-    (helpers.steal_ticks), twice the whole machine's share, as all of it
-    may have fallen on the target's CPU."""
-    want = hz * cpu
-    high = 1.07 / (1 - min(2 * steal, 0.5))	# +5.06 % seen at a load of 10
-    assert 0.6 * want <= n <= high * want, \
-        f"{what}{n} samples for {cpu:.2f} s of CPU at {hz} Hz (expected about {want:.0f}, " \
-        f"at most {high * want:.0f} with steal {100 * steal:.1f} %)"
 
 
 @pytest.mark.parametrize("mode", ["launch", "attach"])

@@ -18,14 +18,15 @@ import threading
 import time
 from datetime import datetime, timezone
 
-from helpers import NUPP, STOCK_LUAJIT, parse_collapsed, parse_summary, wait_for_teardowns, \
-    workload
+from helpers import NUPP, STOCK_LUAJIT, assert_rate, cpu_seconds, parse_collapsed, parse_summary, \
+    wait_for_teardowns, workload
 
 HOTCOLD = workload("hotcold.lua")
 NAME_RE = re.compile(r"^nupp-(\d+)-(\d{8}T\d{6}Z)\.(pb\.gz|collapsed)$")
 SAMPLE_RE = re.compile(r"^\s+(\d+)\s+\d+: ", re.M)
 COST_RE = re.compile(r"^Comment: nupp-bpf: (\d+) samples; its own CPU ([\d.]+) s over ([\d.]+) s "
-                     r"\(([\d.]+)% of a core\)$", re.M)
+                     r"\(([\d.]+)% of a core\)(; sampling at 1/(\d+) of the rate, each counting "
+                     r"for (\d+))?$", re.M)
 TIME_RE = re.compile(r"^Time: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d+)? ", re.M)
 
 
@@ -179,3 +180,49 @@ def test_rotate_errors(privileged, tmp_path):
         lines = p.stderr.splitlines()
         assert p.returncode == status and len(lines) == 1 and text in lines[0] and \
             lines[0].startswith("nupp-bpf: error: "), (args, p.returncode, p.stderr)
+
+
+def test_max_cpu_lowers_the_rate(privileged, tmp_path, target):
+    """--max-cpu below anything nupp-bpf can spend (0.01 % of a core: 0.5 ms
+    of CPU per 5-s window, where its polls alone take more): the rate is
+    halved at the end of each window, said on stderr at 499 then 249 Hz,
+    and each file of a --rotate 4 session of 13 s says the rate it ended at.
+    Counts stay samples at the rate asked: a sample counts for 2, then 4,
+    so that every stack's count in the last file (12 to 13 s, all at 1/4
+    of the rate) is a multiple of 4, and in the third (8 to 12 s) of 2;
+    the files add up to the session's total, and that total is 997 a CPU
+    second the target ran (assert_rate's bounds)."""
+    t = target(STOCK_LUAJIT, HOTCOLD, 60, ready="ready")
+    out = tmp_path / "profiles"
+    out.mkdir()
+    wait_for_teardowns()
+    cpu0 = cpu_seconds(t.pid)
+    p = subprocess.run([str(NUPP), "record", "-F", "997", "--max-cpu", "0.01", "--rotate", "4",
+                        "-d", "13", "-p", str(t.pid), "-o", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    cpu = cpu_seconds(t.pid) - cpu0
+    assert p.returncode == 0, p.stderr
+    notes = re.findall(r"^nupp-bpf: note: its own CPU was [\d.]+% of a core over 5 s, above "
+                       r"--max-cpu 0.01%: sampling at (\d+) Hz from now \(a sample counts for "
+                       r"(\d+)\)$", p.stderr, re.M)
+    assert notes == [("499", "2"), ("249", "4")], p.stderr
+    assert "--max-cpu: sampled at 1/4 of the rate asked at the end" in p.stderr, p.stderr
+    summary = parse_summary(p.stderr)
+    files = sorted(out.iterdir())
+    assert len(files) == 4, files
+    total, weights = 0, []
+    units = [1, 1, 2, 4]	# what every count of each file is a multiple of
+    for f, unit in zip(files, units):
+        raw = pprof_raw(f)
+        cost = COST_RE.search(raw)
+        assert cost, raw
+        total += raw_samples(raw)
+        weights.append(int(cost[6] or 1))
+        counts = [int(m[1]) for m in SAMPLE_RE.finditer(raw)]
+        assert counts and all(c % unit == 0 for c in counts), (f.name, unit, counts)
+    # The first file ends before the first window does (4 s < 5 s), the
+    # second after it, the third and the last (12 to 13 s) after the second.
+    assert weights == [1, 2, 4, 4], weights
+    assert total == summary.samples, f"rotated files hold {total}, the session {summary.samples}"
+    assert_rate(summary.samples, cpu, 997)
+

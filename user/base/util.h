@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
+#include <sys/resource.h>
 
 /* Seconds on CLOCK_MONOTONIC: durations and deadlines, immune to clock steps. */
 static inline double monotonic_s(void)
@@ -16,6 +17,17 @@ static inline double monotonic_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* nupp-bpf's own CPU seconds so far, all its threads. */
+static inline double own_cpu_s(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return 0;
+	return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 /* Nanoseconds on CLOCK_REALTIME since the epoch: the wall-clock time a

@@ -78,6 +78,7 @@ enum {
 	OPT_DEPTH = 0x100, OPT_ROOT, OPT_ZONE, OPT_CLOCK, OPT_BENIGN, OPT_THREADS,
 	OPT_MAX_STACKS, OPT_SVG, OPT_NO_SUMMARY, OPT_ZONES, OPT_USAGE, OPT_VERSION, OPT_CHILDREN, OPT_FORMAT,
 	OPT_LINES, OPT_DUMPSTACK_NAMES, OPT_JSON, OPT_ROTATE, OPT_KEEP, OPT_LUAJIT, OPT_PROFILE,
+	OPT_MAX_CPU,
 };
 
 static const struct argp_option options[] = {
@@ -111,6 +112,8 @@ static const struct argp_option options[] = {
 	{ "rotate", OPT_ROTATE, "SEC", 0, "record: one profile every SEC seconds into -o DIR "
 	  "(default .), as DIR/nupp-PID-YYYYMMDDTHHMMSSZ.pb.gz (UTC; --format applies)", 3 },
 	{ "keep", OPT_KEEP, "N", 0, "With --rotate: keep the newest N files (default all)", 3 },
+	{ "max-cpu", OPT_MAX_CPU, "PCT", 0, "Sample less often while nupp-bpf's own CPU is above "
+	  "PCT % of one core (checked every 5 s; counts keep the rate asked)", 3 },
 	{ "no-summary", OPT_NO_SUMMARY, NULL, 0, "No summary on stderr at the end", 3 },
 	{ "json", OPT_JSON, NULL, 0, "dump: JSON instead of text (schema in the README)", 3 },
 	{ "luajit", OPT_LUAJIT, "PATH", 0, "check: the LuaJIT that will run the code "
@@ -184,6 +187,12 @@ static void check_live(const struct session_opts *o)
 		usage_error("--rotate writes its files into one directory: one -o DIR, no --svg");
 	if (o->rotate && o->noutputs && !strcmp(o->outputs[0], "-"))
 		usage_error("--rotate writes files into a directory, not to stdout");
+	if (o->max_cpu && !(o->channels & SESSION_SAMPLE))
+		usage_error("--max-cpu lowers the sampling rate: it is for record, top and the "
+			    "default job");
+	if (o->max_cpu && o->sampler.clock == SAMPLER_CLOCK_TICK)
+		usage_error("--max-cpu lowers the cpu-clock timer's rate; the scheduler tick's "
+			    "is the kernel's");
 }
 
 /* The setting an option that takes no value turns on, or NULL. */
@@ -271,6 +280,16 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_KEEP:
 		o->keep = parse_num("--keep", arg, 1, 1000000);
 		break;
+	case OPT_MAX_CPU: {
+		char *end;
+
+		errno = 0;
+		o->max_cpu = strtod(arg, &end);
+		if (errno || end == arg || *end || !(o->max_cpu > 0 && o->max_cpu <= 100))
+			usage_error("--max-cpu wants a percentage of one core, above 0 and at most "
+				    "100, not '%s'", arg);
+		break;
+	}
 	case OPT_LUAJIT:
 		o->luajit = arg;
 		break;

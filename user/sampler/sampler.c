@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <unistd.h>
 #include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -80,7 +81,8 @@ static int attach_cpu_clock(struct sampler *s, const struct sampler_opts *o, cha
 	};
 
 	s->links = calloc(ncpu, sizeof(*s->links));
-	if (!s->links)
+	s->perf_fds = calloc(ncpu, sizeof(*s->perf_fds));
+	if (!s->links || !s->perf_fds)
 		return -ENOMEM;
 	for (int cpu = 0; cpu < ncpu; cpu++) {
 		int fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
@@ -98,7 +100,7 @@ static int attach_cpu_clock(struct sampler *s, const struct sampler_opts *o, cha
 			close(fd);
 			return -1;
 		}
-		s->nlinks++;
+		s->perf_fds[s->nlinks++] = fd;	/* the link closes it */
 	}
 	return 0;
 }
@@ -366,6 +368,7 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 		return NULL;
 	}
 	s->period_ns = period_ns(o);
+	s->weight = 1;
 	s->max_shown = o->depth;
 	s->lines = o->lines;
 	s->dumpstack_names = o->dumpstack_names;
@@ -418,6 +421,7 @@ void sampler__close(struct sampler *s)
 		return;
 	sampler__stop(s);	/* the timers and the exec hook */
 	free(s->links);
+	free(s->perf_fds);
 	sampler_bpf__destroy(s->skel);
 	for (int i = 0; i < s->ntargets; i++)
 		free_target(s->targets[i], true);
@@ -670,6 +674,26 @@ void sampler__refresh_code(struct sampler *s, const struct lj_target *t)
 
 	if (tg)
 		set_code_ranges(s, tg);
+}
+
+int sampler__slow_down(struct sampler *s)
+{
+	__u64 period;
+
+	if (!s->perf_fds || !s->nlinks || s->weight >= SAMPLER_WEIGHT_MAX)
+		return -ENOTSUP;
+	period = s->period_ns * s->weight * 2;
+	for (int i = 0; i < s->nlinks; i++)
+		if (ioctl(s->perf_fds[i], PERF_EVENT_IOC_PERIOD, &period))
+			return -errno;
+	s->weight *= 2;
+	__atomic_store_n(&s->skel->data->weight, s->weight, __ATOMIC_RELEASE);
+	return s->weight;
+}
+
+unsigned sampler__weight(const struct sampler *s)
+{
+	return s->weight;
 }
 
 void sampler__pause(struct sampler *s, bool paused)
@@ -1049,6 +1073,7 @@ struct profile *sampler__counts(struct sampler *s, struct sampler_stats *st)
 					tracemap__bytes(s->targets[i]->tm));
 	}
 	st->paused = counter(s, NUPP_CNT_PAUSED);
+	st->weight = s->weight;
 	st->samples += st->paused;
 	for (int i = 0; i < NUPP_ERR_MAX; i++)
 		st->samples += st->unresolved[i] = counter(s, NUPP_CNT_ERR + i);

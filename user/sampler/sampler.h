@@ -61,6 +61,8 @@ struct sampler_stats {
 	__u64 trace_mapped;		/* of which mapped through their trace */
 	__u64 trace_unmapped;		/* compiled samples with a position that did not
 					 * map (in code the trace called, trace gone) */
+	unsigned weight;		/* what a sample counts for at the end: 1, or
+					 * more once --max-cpu lowered the rate */
 };
 
 struct sampler;
@@ -156,6 +158,17 @@ int sampler__take(struct sampler *s, struct profile *p, struct sampler_stats *st
  * change the counts, which the next call sets again; NULL when a poll
  * failed. */
 struct profile *sampler__counts(struct sampler *s, struct sampler_stats *st);
+
+/* Halve the sampling rate (--max-cpu): every cpu-clock event's period
+ * doubles, and a sample counts for twice as many (the BPF program's
+ * weight), so that counts stay samples at the rate asked and the period a
+ * profile states stays true. The new weight, or -ENOTSUP on the scheduler
+ * tick (its rate is the kernel's) or below 1/SAMPLER_WEIGHT_MAX of the rate
+ * asked, or -errno. */
+#define SAMPLER_WEIGHT_MAX	64
+int sampler__slow_down(struct sampler *s);
+/* What a sample counts for now: 1, or what sampler__slow_down made it. */
+unsigned sampler__weight(const struct sampler *s);
 
 /* The time between two samples of a thread, 0 when unknown (the tick of a
  * kernel whose CONFIG_HZ is not on record). */

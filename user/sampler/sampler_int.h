@@ -56,7 +56,9 @@ struct sampler {
 	struct channel channel;		/* first: the session's view of it */
 	struct sampler_bpf *skel;
 	struct bpf_link **links;
+	int *perf_fds;			/* the cpu-clock events, links[i]'s; NULL on the tick */
 	int nlinks;
+	unsigned weight;		/* what a sample counts for (sampler__slow_down) */
 	struct bpf_link *exec_link;	/* on_exec */
 	size_t frames_size;		/* of a stacks map value: --depth + 1 frames */
 	struct nupp_frame *frames;	/* a buffer of that size */

@@ -67,7 +67,8 @@ static int finish_samples(struct run *r)
 				 r->o->sampler.depth);
 	ret |= blind(r, &st);
 	/* Last: the file takes the counts since the last rotation. */
-	if (r->files.rotate && rotate__finish(r->files.rotate, &p, r->err, sizeof(r->err))) {
+	if (r->files.rotate && rotate__finish(r->files.rotate, &p, st.weight, r->err,
+						   sizeof(r->err))) {
 		say__error("%s", r->err);
 		ret = 1;
 	}

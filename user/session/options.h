@@ -41,6 +41,7 @@ struct session_opts {
 	bool top;			/* the top command: a live view, no files */
 	unsigned rotate;		/* record --rotate: seconds per file, 0: one file */
 	unsigned keep;			/* --keep: rotated files kept, 0: all */
+	double max_cpu;			/* --max-cpu: % of one core, 0: no ceiling */
 	const char *bad_arg;		/* the argument argp stopped at, for its error */
 	bool inspect;			/* the inspect command */
 	const char *inspect_file;	/* its FILE, NULL with -p */

@@ -25,16 +25,6 @@ struct rotate {
 	char (*names)[PATH_MAX];	/* the last o.keep files written, a ring */
 };
 
-/* nupp-bpf's own CPU seconds so far, all its threads. */
-static double own_cpu_s(void)
-{
-	struct rusage ru;
-
-	if (getrusage(RUSAGE_SELF, &ru))
-		return 0;
-	return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
 struct rotate *rotate__open(const struct rotate_opts *o, char *err, size_t errsz)
 {
 	struct rotate *rt;
@@ -67,17 +57,22 @@ void rotate__start(struct rotate *rt)
 }
 
 /* What the interval cost, for the file to say (a fleet watches it): its
- * samples, and nupp-bpf's own CPU over it (its BPF programs' time is the
- * targets'; docs/benchmarks.md measures it). */
-static int say_cost(struct profile *p, double seconds, double cpu)
+ * samples, nupp-bpf's own CPU over it (its BPF programs' time is the
+ * targets'; docs/benchmarks.md measures it), and the rate --max-cpu
+ * lowered sampling to, when it did (weight, sampler__slow_down). */
+static int say_cost(struct profile *p, double seconds, double cpu, unsigned weight)
 {
-	char text[160];
+	char text[256], lowered[80] = "";
 	__u64 samples = 0;
 
 	for (size_t i = 0; i < p->nrows; i++)
 		samples += profile_row__count(&p->rows[i]);
-	snprintf(text, sizeof(text), "nupp-bpf: %llu samples; its own CPU %.3f s over %.1f s (%.2f%% of a core)",
-		 (unsigned long long)samples, cpu, seconds, seconds > 0 ? 100 * cpu / seconds : 0.0);
+	if (weight > 1)
+		snprintf(lowered, sizeof(lowered), "; sampling at 1/%u of the rate, each counting for %u",
+			 weight, weight);
+	snprintf(text, sizeof(text), "nupp-bpf: %llu samples; its own CPU %.3f s over %.1f s (%.2f%% of a core)%s",
+		 (unsigned long long)samples, cpu, seconds, seconds > 0 ? 100 * cpu / seconds : 0.0,
+		 lowered);
 	return profile__set_cost(p, text);
 }
 
@@ -109,7 +104,8 @@ static void keep_newest(struct rotate *rt, const char *name)
 }
 
 /* Write p, its counts those of the interval that ends now, and start the next. */
-static int write_interval(struct rotate *rt, struct profile *p, char *err, size_t errsz)
+static int write_interval(struct rotate *rt, struct profile *p, unsigned weight, char *err,
+			  size_t errsz)
 {
 	__u64 end_ns = realtime_ns();
 	char name[PATH_MAX];
@@ -117,7 +113,7 @@ static int write_interval(struct rotate *rt, struct profile *p, char *err, size_
 	double t1 = monotonic_s(), cpu1 = own_cpu_s();
 
 	if (interval__take(&rt->iv, p) || profile__set_title(p, rt->o.title) ||
-	    say_cost(p, t1 - rt->t0, cpu1 - rt->cpu0)) {
+	    say_cost(p, t1 - rt->t0, cpu1 - rt->cpu0, weight)) {
 		snprintf(err, errsz, "out of memory while rotating");
 		return -1;
 	}
@@ -153,14 +149,15 @@ int rotate__tick(struct rotate *rt, struct sampler *s, char *err, size_t errsz)
 	if (sampler__collect(s, &p, &st))
 		snprintf(err, errsz, "out of memory while collecting samples");
 	else
-		ret = write_interval(rt, &p, err, errsz);
+		ret = write_interval(rt, &p, st.weight, err, errsz);
 	profile__free(&p);
 	return ret;
 }
 
-int rotate__finish(struct rotate *rt, struct profile *p, char *err, size_t errsz)
+int rotate__finish(struct rotate *rt, struct profile *p, unsigned weight, char *err,
+		   size_t errsz)
 {
-	return write_interval(rt, p, err, errsz);
+	return write_interval(rt, p, weight, err, errsz);
 }
 
 unsigned rotate__written(const struct rotate *rt)

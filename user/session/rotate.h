@@ -46,9 +46,11 @@ void rotate__start(struct rotate *rt);
 int rotate__tick(struct rotate *rt, struct sampler *s, char *err, size_t errsz);
 
 /* Write the last interval, from p: the session's final counts (as
- * sampler__collect gave them; p's counts become the interval's). 0, or -1
+ * sampler__collect gave them, a sample counting for weight at the end;
+ * p's counts become the interval's). 0, or -1
  * with a one-line reason in err. */
-int rotate__finish(struct rotate *rt, struct profile *p, char *err, size_t errsz);
+int rotate__finish(struct rotate *rt, struct profile *p, unsigned weight, char *err,
+		   size_t errsz);
 
 /* How many files were written. */
 unsigned rotate__written(const struct rotate *rt);

@@ -17,6 +17,7 @@
 #include "top.h"
 #include "trace/trace.h"
 #include "wake.h"
+#include "budget.h"
 
 struct run {
 	const struct session_opts *o;
@@ -35,6 +36,7 @@ struct run {
 	char title[512];		/* what is profiled, as the formats say it */
 	double started;
 	struct wake wake;		/* when the channels' events wake it (wake.h) */
+	struct budget budget;		/* --max-cpu */
 	__u64 started_ns;		/* CLOCK_REALTIME then, since the epoch */
 };
 

@@ -276,6 +276,7 @@ static int record(struct run *r)
 		if (tick % POLL_TICKS && any_recording(r))
 			continue;
 		channels__poll(&r->channels);
+		budget__check(&r->budget, r->sampler);
 		alive = run__check_targets(r, tick);
 		if (alive < 0)
 			return -1;
@@ -378,6 +379,7 @@ int session__run(const struct session_opts *o)
 	describe_targets(&r);
 	r.started_ns = realtime_ns();
 	r.started = monotonic_s();
+	budget__start(&r.budget, o->max_cpu);
 	if (r.launched.child)
 		run__release(&r);
 	if (r.unsupported || (r.trace_failed && !sampling(&r))) {

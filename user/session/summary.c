@@ -36,6 +36,10 @@ static void sample_counts(const struct profile *p, const struct render_opts *ro,
 		total += state[i];
 	fprintf(stderr, "nupp-bpf: %.1f s, %llu samples, %ld stacks\n", seconds,
 		(unsigned long long)total, stacks);
+	if (st->weight > 1)
+		fprintf(stderr, "  --max-cpu: sampled at 1/%u of the rate asked at the end; each "
+			"sample since counted for %u, so counts are samples at the rate asked\n",
+			st->weight, st->weight);
 	if (total) {
 		fputs("  VM states:", stderr);
 		for (int i = 0; i < NUPP_ST_MAX; i++)
