@@ -54,6 +54,8 @@ struct abort_scratch {
 	__u8 jhi[NUPP_TJ_BLK + 8];	/* jit_State: parent, exitno, errinfo */
 	__u8 L[NUPP_TL_BLK + 8];	/* the recording lua_State */
 	__u8 pt[NUPP_TPT_BLK + 8];	/* the location's GCproto */
+	__u8 fn[NUPP_TFN_BLK + 8];	/* a frame's GCfunc */
+	__u8 str[NUPP_TSTR_BLK + 8];	/* the chunk name's GCstr */
 };
 
 struct {
@@ -72,6 +74,7 @@ struct {
 #define J_HI(p, sc, w, off)	lj_u##w##_at((sc)->jhi, (off) - (p)->j_hi, NUPP_TJ_BLK)
 #define L_AT(p, sc, off)	lj_u64_at((sc)->L, (off) - (p)->L_blk, NUPP_TL_BLK)
 #define PT_AT(pt, w, off)	lj_u##w##_at((pt), (off), NUPP_TPT_BLK)
+#define FN_AT(sc, w, off)	lj_u##w##_at((sc)->fn, (off), NUPP_TFN_BLK)
 
 /* Is v the address of a jit_State? It is when the GG_State around it holds
  * the main thread where g->mainthref says (the global_State signature). */
@@ -98,11 +101,12 @@ static __always_inline __u64 find_J(struct nupp_trace_proc *p, struct pt_regs *r
 	};
 	__u32 hint = p->j_reg;
 
-	if (hint < 6 && is_jit_state(&p->lj, cand[hint]))
+	if (hint < 6 && cand[hint] && cand[hint] == p->last_J)
 		return cand[hint];
 	for (__u32 i = 0; i < 6; i++)
-		if (i != hint && is_jit_state(&p->lj, cand[i])) {
+		if (is_jit_state(&p->lj, cand[i])) {
 			p->j_reg = i;
+			p->last_J = cand[i];
 			return cand[i];
 		}
 	return 0;
@@ -137,23 +141,30 @@ static __always_inline int frame_prev(__u64 f, __u64 link, __u64 *prev)
  * dummy_ffid is FF_C. The walk is l->frame and l->pc; 1 when it has found
  * the function, 0 to go on, -1 on a read fault. A global function: the
  * verifier checks it once, not once for every turn of the walk. */
-__noinline int lua_frame_step(const struct lj_layout *lj, struct nupp_trace_event *e, __u64 bot)
+__noinline int lua_frame_step(const struct nupp_trace_proc *p, struct nupp_trace_event *e,
+			      __u64 bot)
 {
+	const struct lj_layout *lj;
 	struct nupp_trace_loc *l;
+	struct abort_scratch *sc;
 	__u64 f, link, prev, bc;
+	__u32 zero = 0;
 
-	if (!lj || !e)
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!p || !e || !sc)
 		return -1;
+	lj = &p->lj;
 	l = &e->loc;
 	f = l->frame;
 	if (RD(l->fn, f - 8))
 		return -1;
 	l->fn &= LJ_GCVMASK;
-	if (RD(l->ffid, l->fn + lj->fn_ffid))
+	/* The function's header in one read: its ffid, and its pc or f. */
+	if (READ_BLK(sc->fn, p->fn_len, NUPP_TFN_BLK, l->fn))
 		return -1;
+	l->ffid = FN_AT(sc, 8, lj->fn_ffid);
 	if (l->ffid == 0) {
-		if (RD(bc, l->fn + lj->fn_pc))
-			return -1;
+		bc = FN_AT(sc, 64, lj->fn_pc);
 		l->pt = bc - lj->pt_size;
 		l->pos = bcpos(bc, l->pc);
 		return 1;
@@ -246,7 +257,7 @@ static __always_inline int find_location(const struct nupp_trace_proc *p, struct
 	e->loc.pc = e->pc;
 	e->loc.pos = 0;
 	for (int i = 0; i < NUPP_TRACE_WALK && !r; i++)
-		r = p->debug_frame ? debug_frame_step(&p->lj, e, bot) : lua_frame_step(&p->lj, e, bot);
+		r = p->debug_frame ? debug_frame_step(&p->lj, e, bot) : lua_frame_step(p, e, bot);
 	if (r != 1)
 		return -1;
 	return p->debug_frame ? debug_frame_pos(&p->lj, e, base) : 0;
@@ -293,14 +304,24 @@ static __always_inline int proto_line(const struct lj_layout *lj, struct nupp_tr
 
 /* The chunk name: all of it, or its first character and its end. */
 static __always_inline int proto_name(const struct lj_layout *lj, struct nupp_trace_loc *l,
-				      const __u8 *pt)
+				      const __u8 *pt, struct abort_scratch *sc)
 {
 	__u64 s = PT_AT(pt, 64, lj->pt_chunkname);
-	__u32 n, off = 0;
+	__u32 n, off = 0, hdr = lj->str_size & 63;
 
 	s = (s & LJ_GCVMASK) + lj->str_size;
-	if (RD(l->namelen, s - lj->str_size + lj->str_len) || RD(l->name0, s))
+	/* The string's header and as much of a name as is kept, in one read;
+	 * where that runs past the string's mapping, its header alone. */
+	if (!READ_BLK(sc->str, hdr + NUPP_TRACE_NAME, NUPP_TSTR_BLK, s - lj->str_size)) {
+		l->namelen = lj_u32_at(sc->str, lj->str_len, NUPP_TSTR_BLK);
+		l->name0 = sc->str[hdr];
+		n = l->namelen;
+		if (n > 0 && n <= NUPP_TRACE_NAME)	/* the length in a form the verifier bounds */
+			return bpf_probe_read_kernel(l->name, ((n - 1) & (NUPP_TRACE_NAME - 1)) + 1,
+						     sc->str + hdr) ? -1 : 0;
+	} else if (RD(l->namelen, s - lj->str_size + lj->str_len) || RD(l->name0, s)) {
 		return -1;
+	}
 	n = l->namelen;
 	if (n > NUPP_TRACE_NAME) {
 		off = n - NUPP_TRACE_NAME;
@@ -341,7 +362,7 @@ __noinline int read_location(const struct nupp_trace_proc *p, struct nupp_trace_
 	if (READ_BLK(pt, p->pt_len, NUPP_TPT_BLK, l->pt) || proto_line(lj, l, pt))
 		return 0;
 	l->have |= NUPP_LOC_PROTO;
-	if (!proto_name(lj, l, pt))
+	if (!proto_name(lj, l, pt, sc))
 		l->have |= NUPP_LOC_NAME;
 	return 0;
 }

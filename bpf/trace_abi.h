@@ -17,6 +17,8 @@
 #define NUPP_TJ_BLK		256
 #define NUPP_TL_BLK		64
 #define NUPP_TPT_BLK		128
+#define NUPP_TFN_BLK		64	/* a GCfunc's header: ffid, pc, f */
+#define NUPP_TSTR_BLK		512	/* a GCstr's header and the chunk name kept */
 
 /* LuaJIT constants the abort site needs (lj_jit.h, lj_obj.h). */
 #define LJ_TRACE_ERR		0x16	/* TraceState LJ_TRACE_ERR */
@@ -84,6 +86,8 @@ struct nupp_trace_event {
 struct nupp_trace_proc {
 	struct lj_layout lj;
 	__u64 zone_cur;		/* address of the target's u32 current zone id, 0 none */
+	__u64 last_J;		/* the jit_State the last abort found (the probe's own
+				 * note: one validated needs no read again) */
 	__u32 debug_frame;	/* trace_abort() names lj_debug_frame(L, 0) (luajit2
 				 * 2019-02..2023-10), not the first Lua frame */
 	/* The blocks the probe reads (userspace fits them to the layout):
@@ -91,9 +95,10 @@ struct nupp_trace_proc {
 	 * [J + j_hi, + j_hi_len) J_parent, J_exitno, J_errinfo, each at most
 	 * NUPP_TJ_BLK; [L + L_blk, + L_len) L_base, L_top, L_stack (at most
 	 * NUPP_TL_BLK); a GCproto's first pt_len bytes its line info and
-	 * chunk name (at most NUPP_TPT_BLK). */
+	 * chunk name (at most NUPP_TPT_BLK); a GCfunc's first fn_len its
+	 * ffid, pc and f (at most NUPP_TFN_BLK). */
 	__u32 j_lo, j_lo_len, j_hi, j_hi_len;
-	__u32 L_blk, L_len, pt_len;
+	__u32 L_blk, L_len, pt_len, fn_len;
 	__u32 j_reg;		/* the register that held J at the last abort (the
 				 * probe's own note; index into find_J's list) */
 };

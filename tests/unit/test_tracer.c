@@ -425,7 +425,8 @@ static void test_blocks(void)
 			fits = !fit_blocks(&p, 1, err, sizeof(err)) &&
 			       lj->J_cur_traceno >= p.j_lo && lj->J_flags + 4 <= p.j_lo + p.j_lo_len &&
 			       lj->J_errinfo + 8 <= p.j_hi + p.j_hi_len && lj->J_parent >= p.j_hi &&
-			       lj->L_stack + 8 <= p.L_blk + p.L_len && lj->pt_lineinfo + 8 <= p.pt_len;
+			       lj->L_stack + 8 <= p.L_blk + p.L_len && lj->pt_lineinfo + 8 <= p.pt_len &&
+			       lj->fn_f + 8 <= p.fn_len;
 			check(fits, "the probe's blocks fit the layout", r->commit ? r->commit : r->source,
 			      err);
 			n++;

@@ -217,14 +217,18 @@ static int fit_blocks(struct nupp_trace_proc *p, pid_t pid, char *err, size_t er
 	const __u32 L[] = { lj->L_base, lj->L_top, lj->L_stack };
 	const __u32 pt[] = { lj->pt_sizebc, lj->pt_chunkname, lj->pt_firstline, lj->pt_numline,
 			     lj->pt_lineinfo };
-	__u32 pt_lo;
+	const __u32 fn[] = { lj->fn_ffid, lj->fn_pc, lj->fn_f };
+	__u32 pt_lo, fn_lo;
 
-	/* The GCproto's block is read from its start: its header is small. */
+	/* The GCproto's and GCfunc's blocks are read from their start: their
+	 * headers are small. */
 	if (lj_block_of(jlo, sizeof(jlo) / sizeof(jlo[0]), NUPP_TJ_BLK, &p->j_lo, &p->j_lo_len) ||
 	    lj_block_of(jhi, sizeof(jhi) / sizeof(jhi[0]), NUPP_TJ_BLK, &p->j_hi, &p->j_hi_len) ||
 	    lj_block_of(L, sizeof(L) / sizeof(L[0]), NUPP_TL_BLK, &p->L_blk, &p->L_len) ||
 	    lj_block_of(pt, sizeof(pt) / sizeof(pt[0]), NUPP_TPT_BLK, &pt_lo, &p->pt_len) ||
-	    (p->pt_len += pt_lo) > NUPP_TPT_BLK) {
+	    (p->pt_len += pt_lo) > NUPP_TPT_BLK ||
+	    lj_block_of(fn, sizeof(fn) / sizeof(fn[0]), NUPP_TFN_BLK, &fn_lo, &p->fn_len) ||
+	    (p->fn_len += fn_lo) > NUPP_TFN_BLK || lj->str_size > 63) {
 		snprintf(err, errsz, "the LuaJIT layout of PID %d spreads the recorder's fields "
 			 "wider than the trace probe reads at once", pid);
 		return -1;
