@@ -122,6 +122,37 @@ struct lj_layout {
 	/* IRIns */
 	__u32 ir_size;		/* sizeof(IRIns) */
 	__u32 ir_o;		/* u8 o: the IR opcode */
+	/* The heap, for its census (nupp-bpf heap); all 0 in a revision that
+	 * lacks one of them (before the string table's redesign of 2020-06,
+	 * upstream 4e2d3a6b: no g->str), which turns the census off */
+	__u32 g_gc_total;	/* GCSize gc.total: collectgarbage("count") * 1024 */
+	__u32 g_gc_root;	/* GCRef gc.root: every object but strings */
+	__u32 g_gc_mmudata;	/* GCRef gc.mmudata: the last userdata with a finalizer */
+	__u32 g_str_tab;	/* GCRef *str.tab: the string table's chains */
+	__u32 g_str_mask;	/* MSize str.mask: its size - 1 */
+	__u32 g_registrytv;	/* TValue registrytv */
+	__u32 gg_size;		/* sizeof(GG_State), counted in gc.total */
+	__u32 gc_nextgc;	/* GCRef nextgc: the next object of a list */
+	__u32 gc_marked;	/* u8 marked: the GC's colour bits */
+	__u32 L_size;		/* sizeof(lua_State) */
+	__u32 L_stacksize;	/* MSize stacksize: TValue slots */
+	__u32 fnl_size;		/* sizeof(GCfuncL) */
+	__u32 fnc_size;		/* sizeof(GCfuncC) */
+	__u32 fn_nupvalues;	/* u8 nupvalues */
+	__u32 pt_sizept;	/* MSize sizept: the whole prototype's bytes */
+	__u32 tab_size;		/* sizeof(GCtab) */
+	__u32 tab_array;	/* MRef array */
+	__u32 tab_metatable;	/* GCRef metatable */
+	__u32 tab_node;		/* MRef node */
+	__u32 tab_asize;	/* u32 asize: array slots */
+	__u32 tab_hmask;	/* u32 hmask: hash slots - 1 */
+	__u32 tab_colo;		/* int8 colo: array slots allocated with the table */
+	__u32 node_size;	/* sizeof(Node) */
+	__u32 ud_size;		/* sizeof(GCudata) */
+	__u32 ud_len;		/* MSize len */
+	__u32 uv_size;		/* sizeof(GCupval) */
+	__u32 cd_size;		/* sizeof(GCcdata) */
+	__u32 cd_ctypeid;	/* u16 ctypeid */
 };
 
 /* The field at byte off of buf, a block of target memory read at once, of a

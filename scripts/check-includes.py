@@ -22,8 +22,8 @@ import sys
 LAYERS = [
     ["base"],			# errors and messages, text buffers, JSON, process memory
     ["luajit"],			# a LuaJIT build: ELF, DWARF, layouts, code sites; its process
-    ["profile", "zones", "channel"],	# the profile model and its writers; zone paths;
-				# what every channel does for a session
+    ["profile", "zones", "channel", "heap"],	# the profile model and its writers; zone
+				# paths; what every channel does for a session; a heap's census
     ["sampler", "trace"],	# the two BPF channels
     ["check", "session"],	# the static half; one session of channels and outputs
     ["cli", "lua"],		# the command line; the Lua C module

@@ -112,6 +112,11 @@ GCstr nupp_str;
 GCfuncL nupp_fnl;
 GCfuncC nupp_fnc;
 GChead nupp_gch;
+GCtab nupp_tab;
+Node nupp_node;
+GCudata nupp_ud;
+GCupval nupp_uv;
+GCcdata nupp_cd;
 #if LJ_HASJIT
 GCtrace nupp_tr;
 SnapShot nupp_sn;
@@ -314,6 +319,8 @@ def nojit_values(srcdir, tmp, flags, fields):
     """gen-registry's LAYOUT expressions, without those of jit_State, for a
     build without the JIT compiler (its GG_State has no J)."""
     keep = [f for f in fields if f != "gg_j" and not f.startswith(JIT_PREFIXES)]
+    gone = reg.missing([f for f in keep if f in reg.heap_fields()], "nojit", srcdir, tmp, flags)
+    keep = [f for f in keep if f not in gone]
     lines = ['#include <stddef.h>', '#include <stdio.h>', '#include "lj_obj.h"', '#include "lj_bc.h"',
              '#include "lj_jit.h"', '#include "lj_frame.h"', '#include "lj_dispatch.h"',
              'int main(void)', '{', '\tprintf("LJ_HASJIT %d\\n", LJ_HASJIT);']

@@ -196,22 +196,40 @@ def text_section(path):
 # no mcofs: such a tree gets 0 for all of them, which turns the mapping off,
 # as user/luajit/dwarf_layout.c reads them.
 TRACE_MAP_PREFIXES = ("tr_", "sn_", "ir_")
+# The fields of the heap's census: from this one to the end of the list. A
+# tree that lacks one of them (no g->str before 2020-06, upstream 4e2d3a6b)
+# gets 0 for all of them, which turns the census off, as
+# user/luajit/dwarf_layout.c reads them.
+HEAP_FIRST = "g_gc_total"
+
+
+def heap_fields():
+    names = list(LAYOUT)
+    return names[names.index(HEAP_FIRST):]
+
+
+def missing(group, tree, srcdir, gendir, cflags=()):
+    """group, when one of its LAYOUT expressions does not compile against
+    the tree's headers, else ()."""
+    test = ['#include <stddef.h>', '#include "lj_obj.h"', '#include "lj_jit.h"',
+            '#include "lj_dispatch.h"', '']
+    test += ['long long v_%s = (long long)(%s);' % (f, LAYOUT[f]) for f in group]
+    csrc = os.path.join(gendir, "layout-%s-group.c" % tree)
+    with open(csrc, "w") as f:
+        f.write("\n".join(test) + "\n")
+    r = subprocess.run(["gcc", "-fsyntax-only", "-w"] + CDEFS + list(cflags) + ["-I" + srcdir, csrc],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return tuple(group) if r.returncode else ()
 
 
 def c_values(tree, srcdir, gendir, cflags=()):
     """Compile and run a printer for LAYOUT, EXTRA, bytecode modes, mmnames.
     cflags: more compiler flags (scripts/gen-layouts.py tries build options).
     A tree whose headers lack a field of TRACE_MAP_PREFIXES gets 0 for all of
-    them."""
-    group = [f for f in LAYOUT if f.startswith(TRACE_MAP_PREFIXES)]
-    test = ['#include <stddef.h>', '#include "lj_obj.h"', '#include "lj_jit.h"', '']
-    test += ['long long v_%s = (long long)(%s);' % (f, LAYOUT[f]) for f in group]
-    csrc = os.path.join(gendir, "layout-%s-trace.c" % tree)
-    with open(csrc, "w") as f:
-        f.write("\n".join(test) + "\n")
-    r = subprocess.run(["gcc", "-fsyntax-only", "-w"] + CDEFS + list(cflags) + ["-I" + srcdir, csrc],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return c_values_of(tree, srcdir, gendir, cflags, group if r.returncode else ())
+    them; one that lacks a field of the heap's (heap_fields), 0 for those."""
+    trace = [f for f in LAYOUT if f.startswith(TRACE_MAP_PREFIXES)]
+    skip = missing(trace, tree, srcdir, gendir, cflags) + missing(heap_fields(), tree, srcdir, gendir, cflags)
+    return c_values_of(tree, srcdir, gendir, cflags, skip)
 
 
 def c_values_of(tree, srcdir, gendir, cflags, skip):

@@ -92,13 +92,19 @@ def nginx_rows(s):
     return out
 
 
+def heap_rows(s):
+    r = rows(s)[-1]         # the largest heap measured
+    return [("`nupp-bpf heap`: a census of a %s heap" % r[1], "%s wall (%s per GB), %s counted"
+             % (r[3], r[5], r[2]))]
+
+
 def check_rows(s):
     r = row(s, "the repository's Lua")
     return [("`nupp-bpf check`, lines of Lua per second on one core", "{:,}".format(int(r[5])))]
 
 
 TABLE = (("bench-sampler", sampler_rows), ("bench-trace", trace_rows), ("bench-zone", zone_rows),
-         ("bench-nginx", nginx_rows), ("bench-check", check_rows))
+         ("bench-nginx", nginx_rows), ("bench-check", check_rows), ("bench-heap", heap_rows))
 
 
 def table(bench_text):

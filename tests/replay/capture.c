@@ -18,9 +18,9 @@
  *		(at BASE - 8) is the PC register's value, its results being
  *		copied over its slots (the sampler then walks from its caller).
  * Then its anonymous mappings (LuaJIT's heap, GG_State, the traces' code)
- * and the top of its C stack are written with its registers and the
- * sampler's description of the process (sampler__describe). As root, or as
- * the process's owner where ptrace allows it.
+ * and the top of its C stack are written with its registers and what the
+ * sampler is told of the process beyond its build (sampler__describe). As
+ * root, or as the process's owner where ptrace allows it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -177,8 +177,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "replay-capture: %s\n", sym ? err : "out of memory");
 		return 1;
 	}
-	proc.max_frames = NUPP_MAX_DEPTH;	/* the replay cuts at its own --depth */
 	c.head.g = t.gs[0];
+	c.head.vm_lo = proc.vm_lo;
+	c.head.vm_hi = proc.vm_hi;
+	for (int i = 0; i < NUPP_CODE_RANGES && i < CAPTURE_CODE; i++) {
+		c.head.code[i][0] = proc.code[i].lo;
+		c.head.code[i][1] = proc.code[i].hi;
+	}
 	c.head.tid = pid;
 	snprintf(c.head.build, sizeof(c.head.build), "%s", lj_target__build(&t)->id);
 	if (ptrace(PTRACE_SEIZE, pid, 0, 0))
@@ -205,12 +210,11 @@ int main(int argc, char **argv)
 	c.head.pc = regs.rbx;
 	c.head.rbp = regs.rbp;
 	c.head.sp = regs.rsp;
-	c.head.proc_size = sizeof(proc);
 	if (read_regions(&c, pid, c.head.sp))
 		return fail("reading its memory");
 	ptrace(PTRACE_DETACH, pid, 0, 0);
 	f = gzopen(argv[2], "wb9");
-	if (!f || put(f, &c.head, sizeof(c.head)) || put(f, &proc, sizeof(proc)))
+	if (!f || put(f, &c.head, sizeof(c.head)))
 		return fail(argv[2]);
 	for (__u32 i = 0; i < c.head.nregions; i++)
 		if (put(f, &c.regions[i], sizeof(c.regions[i])) || put(f, c.data[i], c.regions[i].len))

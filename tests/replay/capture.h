@@ -2,15 +2,16 @@
 /*
  * capture.h - a LuaJIT process stopped once: one thread's registers, the
  * memory LuaJIT keeps its state in, and what the BPF sampler is told of the
- * process (struct nupp_proc). tests/replay/capture.c writes one from a live
+ * process beyond its build's layout (its interpreter, the files' code near
+ * it, its VM): the replay describes the build again from the registry
+ * (describe__layout), so that a capture outlives changes of struct
+ * nupp_proc and of the layout. tests/replay/capture.c writes one from a live
  * process; tests/unit/test_replay.c replays the sampler's walk and the
  * trace mapper over it, as they would run for a sample taken at that
  * instant.
  *
- * A file, gzip-compressed, holds in order: struct capture_head, the
- * struct nupp_proc (head.proc_size bytes: a file made before the struct
- * changed is refused, to be captured again), then head.nregions times a
- * struct capture_region and its len bytes.
+ * A file, gzip-compressed, holds in order: struct capture_head, then
+ * head.nregions times a struct capture_region and its len bytes.
  */
 #ifndef NUPP_CAPTURE_H
 #define NUPP_CAPTURE_H
@@ -22,16 +23,18 @@
 #include <zlib.h>
 #include <linux/types.h>
 
-#define CAPTURE_MAGIC	"NUPPCAP1"
+#define CAPTURE_MAGIC	"NUPPCAP2"
+#define CAPTURE_CODE	8	/* code ranges kept (NUPP_CODE_RANGES when written) */
 
 struct capture_head {
 	char magic[8];
-	__u32 proc_size;	/* sizeof(struct nupp_proc) of the writer */
-	__u32 nregions;
+	__u32 nregions, pad;
 	char build[64];		/* the registry's id of the process's build (lj_build.id) */
 	__u64 g;		/* the VM the thread runs (global_State) */
 	__u64 ip, dispatch, base, pc, rbp, sp;	/* the registers the sampler reads */
-	__u32 tid, pad;
+	__u64 vm_lo, vm_hi;	/* nupp_proc's: the interpreter */
+	__u64 code[CAPTURE_CODE][2];	/* nupp_proc's: the files' code near it */
+	__u32 tid, pad2;
 };
 
 struct capture_region {
@@ -40,7 +43,6 @@ struct capture_region {
 
 struct capture {
 	struct capture_head head;
-	void *proc;		/* head.proc_size bytes */
 	struct capture_region *regions;
 	unsigned char **data;	/* each region's bytes */
 };
@@ -61,8 +63,8 @@ static inline int capture_read(const struct capture *c, void *dst, size_t n, __u
 }
 
 /* Load a capture; 0, or -1 (a file not there, truncated, or of another
- * struct nupp_proc than proc_size). */
-static inline int capture_load(struct capture *c, const char *path, __u32 proc_size)
+ * format). */
+static inline int capture_load(struct capture *c, const char *path)
 {
 	gzFile f = gzopen(path, "rb");
 	int ok = 0;
@@ -71,14 +73,11 @@ static inline int capture_load(struct capture *c, const char *path, __u32 proc_s
 	if (!f)
 		return -1;
 	if (gzread(f, &c->head, sizeof(c->head)) != (int)sizeof(c->head) ||
-	    memcmp(c->head.magic, CAPTURE_MAGIC, 8) || c->head.proc_size != proc_size ||
-	    c->head.nregions > 4096)
+	    memcmp(c->head.magic, CAPTURE_MAGIC, 8) || c->head.nregions > 4096)
 		goto out;
-	c->proc = malloc(proc_size);
 	c->regions = calloc(c->head.nregions, sizeof(*c->regions));
 	c->data = calloc(c->head.nregions, sizeof(*c->data));
-	if (!c->proc || !c->regions || !c->data ||
-	    gzread(f, c->proc, proc_size) != (int)proc_size)
+	if (!c->regions || !c->data)
 		goto out;
 	for (__u32 i = 0; i < c->head.nregions; i++) {
 		struct capture_region *r = &c->regions[i];

@@ -8,10 +8,12 @@ waits for its "ready" line, and stops it (build/tests/replay-capture) at a
 moment of the kind it names: blocked in a C function, in a trace's own
 code, in C code a trace called. The capture is written as NAME.cap.gz, and
 what the replay gives for it is printed, to be reviewed against the
-workload and kept as NAME.want with the reasons it is the truth. A fixture
-is captured again when struct nupp_proc changes (test_replay refuses the
-old file) or when a new case is added; the moment a trace is stopped at
-differs from one capture to the next, so its .want is reviewed again.
+workload and kept as NAME.want with the reasons it is the truth. A capture
+holds no layout (the replay describes the build again from the registry),
+so it outlives changes of the layout and of struct nupp_proc; it is made
+again when the capture's format changes (test_replay refuses the old
+file). The moment a trace is stopped at differs from one capture to the
+next, so its .want is reviewed again then.
 """
 import os
 import subprocess

@@ -75,7 +75,7 @@ def _usage_cases():
         (["record", "-d", "0", "-p", "1"], "-d wants a whole number from 1 to 3153600000, not '0'"),
         (["record", "--max-stacks", "1", "-p", "1"],
          "--max-stacks wants a whole number from 16 to 4194304, not '1'"),
-        (["foo", "-p", "1"], "unknown command 'foo' (record, trace, top, inspect, dump or check; a program to launch goes after --)"),
+        (["foo", "-p", "1"], "unknown command 'foo' (record, trace, top, inspect, dump, heap or check; a program to launch goes after --)"),
         (["record", "-p", "1", "--", "luajit", "x.lua"], "-p and a command to launch exclude each other"),
         (["record"], "nothing to profile: give -p PID or -- CMD ARGS"),
         (["record", "--children", "--", "luajit", "x.lua"],

@@ -26,6 +26,7 @@
 #include <string.h>
 #include "luajit/lj_build.h"
 #include "luajit/symbolize.h"
+#include "sampler/describe.h"
 #include "sampler/tracemap.h"
 #include "../replay/capture.h"
 
@@ -77,14 +78,15 @@ static int replay(const char *path, int depth, struct strbuf *out)
 	static struct nupp_frame mapped[2 * NUPP_MAX_DEPTH];
 	struct mem_reader mem = { mem_of_capture, &cap };
 	const struct lj_build *b;
-	struct nupp_proc *p;
+	static struct nupp_proc proc;
+	struct nupp_proc *p = &proc;
 	struct symbolizer *sym;
 	struct tracemap *tm;
 	int err, n, res;
 
-	if (capture_load(&cap, path, sizeof(struct nupp_proc))) {
-		fprintf(stderr, "test_replay: %s: cannot be read, or made before struct nupp_proc "
-			"changed (capture it again: tests/replay/make-fixtures.py)\n", path);
+	if (capture_load(&cap, path)) {
+		fprintf(stderr, "test_replay: %s: cannot be read, or of an older format (capture "
+			"it again: make replay-fixtures)\n", path);
 		return -1;
 	}
 	b = build_named(cap.head.build);
@@ -93,9 +95,16 @@ static int replay(const char *path, int depth, struct strbuf *out)
 			cap.head.build);
 		return -1;
 	}
-	p = cap.proc;
+	sym = symbolizer__new(b, mem);
+	tm = tracemap__new(b, mem, cap.head.vm_lo);
+	if (!sym || !tm || describe__layout(&b->layout, sym, p))
+		return -1;
+	/* The process's own, as sampler__describe read them at the capture. */
+	p->vm_lo = cap.head.vm_lo;
+	p->vm_hi = cap.head.vm_hi;
+	for (int i = 0; i < NUPP_CODE_RANGES && i < CAPTURE_CODE; i++)
+		p->code[i] = (struct nupp_code_range){ cap.head.code[i][0], cap.head.code[i][1] };
 	p->max_frames = depth + 1;
-	p->gc_epoch = 0;
 	memset(&sc, 0, sizeof(sc));
 	sc.key.g = cap.head.g;
 	sc.regs = (struct vm_regs){ cap.head.ip, cap.head.dispatch, cap.head.base, cap.head.pc,
@@ -104,12 +113,10 @@ static int replay(const char *path, int depth, struct strbuf *out)
 	put_line(out, "state", state_names[sc.state < NUPP_ST_MAX ? sc.state : 0]);
 	if (err) {
 		put_line(out, "err", err - 1 < NUPP_ERR_MAX ? err_names[err - 1] : "?");
+		tracemap__free(tm);
+		symbolizer__free(sym);
 		return 0;
 	}
-	sym = symbolizer__new(b, mem);
-	tm = tracemap__new(b, mem, p->vm_lo);
-	if (!sym || !tm)
-		return -1;
 	symbolizer__set_lines(sym, true);
 	tracemap__poll(tm);
 	res = tracemap__expand(tm, cap.head.g, sc.walk.frames, sc.walk.w.depth, mapped,

@@ -30,6 +30,7 @@
 #include <sys/wait.h>
 #include "base/say.h"
 #include "dump.h"
+#include "heap.h"
 #include "profile/formats.h"
 #include "inspect.h"
 #include "base/libbpf_setup.h"
@@ -51,6 +52,9 @@ static const char doc[] =
 "           its probes would go (each verified); attaches nothing\n"
 "  dump -p PID [--json]   the Lua stack of every VM of the process now, once,\n"
 "           with its VM state and each frame's line; blocked threads too\n"
+"  heap -p PID [--json] [--pause]   what holds each VM's heap now: objects\n"
+"           and bytes by type against collectgarbage(\"count\"), the largest\n"
+"           tables, closures by prototype, strings by prefix\n"
 "  check [--luajit PATH] FILE|DIR... | check -p PID   the trace aborts of\n"
 "           Lua code found without running it: loaded by that LuaJIT\n"
 "           (default: luajit on PATH), or read from a running process, and\n"
@@ -65,20 +69,21 @@ static const char doc[] =
 "  nupp-bpf record -p 1234 -o a.json -o a.svg # speedscope, flame graph\n"
 "  nupp-bpf trace -p 1234 -o aborts.csv\n"
 "  nupp-bpf dump -p 1234             # where is it stuck?\n"
+"  nupp-bpf heap -p 1234             # what holds its memory?\n"
 "  nupp-bpf top -p 1234 -F 997\n"
 "  nupp-bpf check --format text src/  # aborts predicted from bytecode\n"
 "  nupp-bpf record -p 1234 --rotate 60 --keep 1440 -o /var/lib/nupp/\n"
 "  flamegraph.pl nupp-1234.collapsed > flame.svg\n";
 
 static const char args_doc[] = "[record|trace|top] [-- CMD ARGS...]\ninspect FILE|-p PID\n"
-			       "dump -p PID [--json]\ncheck [--luajit PATH] [--format csv|text|sarif] [--profile FILE] FILE|DIR...\n"
+			       "dump -p PID [--json]\nheap -p PID [--json] [--pause]\ncheck [--luajit PATH] [--format csv|text|sarif] [--profile FILE] FILE|DIR...\n"
 			       "check -p PID [--format csv|text|sarif]";
 
 enum {
 	OPT_DEPTH = 0x100, OPT_ROOT, OPT_ZONE, OPT_CLOCK, OPT_BENIGN, OPT_THREADS,
 	OPT_MAX_STACKS, OPT_SVG, OPT_NO_SUMMARY, OPT_ZONES, OPT_USAGE, OPT_VERSION, OPT_CHILDREN, OPT_FORMAT,
 	OPT_LINES, OPT_DUMPSTACK_NAMES, OPT_JSON, OPT_ROTATE, OPT_KEEP, OPT_LUAJIT, OPT_PROFILE,
-	OPT_MAX_CPU,
+	OPT_MAX_CPU, OPT_PAUSE,
 };
 
 static const struct argp_option options[] = {
@@ -115,7 +120,9 @@ static const struct argp_option options[] = {
 	{ "max-cpu", OPT_MAX_CPU, "PCT", 0, "Sample less often while nupp-bpf's own CPU is above "
 	  "PCT % of one core (checked every 5 s; counts keep the rate asked)", 3 },
 	{ "no-summary", OPT_NO_SUMMARY, NULL, 0, "No summary on stderr at the end", 3 },
-	{ "json", OPT_JSON, NULL, 0, "dump: JSON instead of text (schema in the README)", 3 },
+	{ "json", OPT_JSON, NULL, 0, "dump, heap: JSON instead of text (schema in the README)", 3 },
+	{ "pause", OPT_PAUSE, NULL, 0, "heap: stop the process while its heap is read "
+	  "(an exact census; says for how long)", 3 },
 	{ "luajit", OPT_LUAJIT, "PATH", 0, "check: the LuaJIT that will run the code "
 	  "(default: luajit on PATH)", 3 },
 	{ "profile", OPT_PROFILE, "FILE", 0, "check: order findings by their function's own "
@@ -206,6 +213,7 @@ static bool *flag_of(struct session_opts *o, int key)
 	case OPT_DUMPSTACK_NAMES:	return &o->sampler.dumpstack_names;
 	case OPT_BENIGN:		return &o->include_benign;
 	case OPT_JSON:			return &o->json;
+	case OPT_PAUSE:			return &o->pause;
 	default:			return NULL;
 	}
 }
@@ -340,12 +348,15 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 				o->inspect = true;
 			else if (!strcmp(arg, "dump"))
 				o->dump = true;
+			else if (!strcmp(arg, "heap"))
+				o->heap = true;
 			else if (!strcmp(arg, "check"))
 				o->check = true;
 			else if (!strcmp(arg, "top"))
 				o->top = true, o->summary = false;	/* the screen says it */
 			else
-				usage_error("unknown command '%s' (record, trace, top, inspect, dump or check; "
+				usage_error("unknown command '%s' (record, trace, top, inspect, dump, heap or "
+					    "check; "
 					    "a program to launch goes after --)", arg);
 			o->command_given = true;
 			break;
@@ -375,9 +386,15 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 			usage_error("dump takes one -p PID");
 		if (o->dump && (o->noutputs || o->svg || o->format >= 0 || o->children || o->duration))
 			usage_error("dump writes to stdout, once: it takes -p PID and --json");
-		if (o->json && !o->dump)
-			usage_error("--json is for dump");
-		if (o->dump)
+		if (o->heap && (o->npids != 1 || o->argv))
+			usage_error("heap takes one -p PID");
+		if (o->heap && (o->noutputs || o->svg || o->format >= 0 || o->children || o->duration))
+			usage_error("heap writes to stdout, once: it takes -p PID, --json and --pause");
+		if (o->json && !o->dump && !o->heap)
+			usage_error("--json is for dump and heap");
+		if (o->pause && !o->heap)
+			usage_error("--pause is for heap");
+		if (o->dump || o->heap)
 			break;
 		if (!o->npids && !o->argv)
 			usage_error("nothing to profile: give -p PID or -- CMD ARGS");
@@ -453,6 +470,8 @@ int main(int argc, char **argv)
 		return inspect__run(o.inspect_file, o.npids ? o.pids[0] : 0);
 	if (o.dump)
 		return dump__run(o.pids[0], o.json);
+	if (o.heap)
+		return heap__run(o.pids[0], o.json, o.pause);
 	if (o.check) {
 		struct check_opts c = {
 			.luajit = o.luajit, .pid = o.npids ? o.pids[0] : 0,

@@ -26,7 +26,8 @@
 #include <elfutils/libdwfl.h>
 #include "dwarf_layout.h"
 
-enum lj_type { T_GG, T_G, T_L, T_GCH, T_FNL, T_FNC, T_PT, T_STR, T_J, T_TR, T_SN, T_IR, T__MAX };
+enum lj_type { T_GG, T_G, T_L, T_GCH, T_FNL, T_FNC, T_PT, T_STR, T_J, T_TR, T_SN, T_IR, T_TAB,
+	       T_NODE, T_UD, T_UV, T_CD, T__MAX };
 
 /* The types of the JIT compiler: a build without it (LUAJIT_DISABLE_JIT)
  * need not describe them, and its fields of them stay 0. */
@@ -44,10 +45,20 @@ static bool trace_type(int t)
 	return t == T_TR || t == T_SN || t == T_IR;
 }
 
+/* The fields the heap's census reads (from g_gc_total on, the end of
+ * struct lj_layout): a revision that lacks one of them (no g->str before
+ * 2020-06) gets them all 0, which turns the census off, rather than the
+ * build unreadable. */
+static bool heap_field(size_t off)
+{
+	return off >= offsetof(struct lj_layout, g_gc_total);
+}
+
 /* Typedef names; the struct tags are the same in LuaJIT. */
 static const char *const type_names[T__MAX] = {
 	"GG_State", "global_State", "lua_State", "GChead", "GCfuncL", "GCfuncC",
-	"GCproto", "GCstr", "jit_State", "GCtrace", "SnapShot", "IRIns",
+	"GCproto", "GCstr", "jit_State", "GCtrace", "SnapShot", "IRIns", "GCtab",
+	"Node", "GCudata", "GCupval", "GCcdata",
 };
 
 enum kind { K_OFFSET, K_SIZE, K_DISP2G };
@@ -353,7 +364,7 @@ static int read_field(const struct field *f, Dwarf_Die *types, bool jit, struct 
 static int read_fields(Dwarf *dw, struct lj_layout *out, char *err, size_t errsz)
 {
 	Dwarf_Die types[T__MAX];
-	bool have[T__MAX] = { false }, jit, no_map = false;
+	bool have[T__MAX] = { false }, jit, no_map = false, no_heap = false;
 
 	if (find_types(dw, types, have)) {
 		for (int t = 0; t < T__MAX; t++)
@@ -364,12 +375,16 @@ static int read_fields(Dwarf *dw, struct lj_layout *out, char *err, size_t errsz
 	for (int i = 0; i < NFIELDS; i++) {
 		if (!read_field(&fields[i], types, jit, out, err, errsz))
 			continue;
-		if (!trace_type(fields[i].type))
+		if (heap_field(fields[i].off))
+			no_heap = true;	/* a member the census needs is missing */
+		else if (trace_type(fields[i].type))
+			no_map = true;	/* a member the mapping needs is missing */
+		else
 			return -1;
-		no_map = true;		/* a member the mapping needs is missing */
 	}
-	for (int i = 0; no_map && i < NFIELDS; i++)
-		if (trace_type(fields[i].type))
+	for (int i = 0; i < NFIELDS; i++)
+		if ((no_heap && heap_field(fields[i].off)) ||
+		    (no_map && trace_type(fields[i].type) && !heap_field(fields[i].off)))
 			memset((char *)out + fields[i].off, 0, sizeof(__u32));
 	err[0] = '\0';
 	return 0;

@@ -29,6 +29,7 @@
 #include "base/keymap.h"
 #include "base/procmem.h"
 #include "sampler.h"
+#include "describe.h"
 #include "luajit/cfunc_names.h"
 #include "base/libbpf_setup.h"
 #include "sampler_int.h"
@@ -487,38 +488,20 @@ static void unlist(struct sampler *s, struct target *tg)
 int sampler__describe(const struct lj_target *t, const struct symbolizer *sym,
 		      struct nupp_proc *proc, char *err, size_t errsz)
 {
-	const struct lj_layout *lj = &t->layout;
-	const __u32 Lf[] = { lj->L_base, lj->L_stack, lj->L_maxstack, lj->L_cframe };
-	/* The main lua_State is the first member of GG_State. */
-	const __u32 ggf[] = {
-		lj->L_base, lj->L_stack, lj->L_maxstack, lj->L_cframe,
-		lj->gg_g + lj->g_vmstate, lj->gg_g + lj->g_cur_L, lj->gg_g + lj->g_jit_base,
-	};
-	__u32 gg_blk, gg_len, L_blk, L_len;
 	__u64 code_lo[NUPP_CODE_RANGES], code_hi[NUPP_CODE_RANGES];
 	int ncode;
 
-	/* The sampler reads these fields in one block each. */
-	if (lj_block_of(ggf, sizeof(ggf) / sizeof(ggf[0]), NUPP_GG_BLK, &gg_blk, &gg_len) ||
-	    lj_block_of(Lf, sizeof(Lf) / sizeof(Lf[0]), NUPP_BLK, &L_blk, &L_len)) {
+	if (describe__layout(&t->layout, sym, proc)) {
 		snprintf(err, errsz, "the LuaJIT layout of PID %d spreads the VM's fields wider "
 			 "than the sampler reads at once", t->pid);
 		return -1;
 	}
 	ncode = lj_target__code_near(t->pid, t->vm_lo, code_lo, code_hi, NUPP_CODE_RANGES);
-	*proc = (struct nupp_proc){
-		.lj = t->layout,
-		.gg_blk = gg_blk,
-		.gg_len = gg_len,
-		.L_blk = L_blk,
-		.L_len = L_len,
-		.vm_lo = t->vm_lo,
-		.vm_hi = t->vm_hi,
-		.g = t->ngs == 1 ? t->gs[0] : 0,
-	};
+	proc->vm_lo = t->vm_lo;
+	proc->vm_hi = t->vm_hi;
+	proc->g = t->ngs == 1 ? t->gs[0] : 0;
 	for (int i = 0; i < ncode; i++)
 		proc->code[i] = (struct nupp_code_range){ code_lo[i], code_hi[i] };
-	symbolizer__site_ops(sym, proc->site_ops, sizeof(proc->site_ops));
 	return 0;
 }
 

@@ -46,6 +46,8 @@ struct session_opts {
 	bool inspect;			/* the inspect command */
 	const char *inspect_file;	/* its FILE, NULL with -p */
 	bool dump;			/* the dump command */
+	bool heap;			/* the heap command */
+	bool pause;			/* heap --pause */
 	bool json;			/* dump --json */
 	bool check;			/* the check command */
 	const char *check_format;	/* check --format: csv, text or sarif; NULL csv */

@@ -1,0 +1,521 @@
+// SPDX-License-Identifier: MIT
+/* census.c - what holds a LuaJIT heap (census.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include "census.h"
+#include "base/keymap.h"
+#include "base/procmem.h"
+#include "base/text.h"
+#include "base/util.h"
+
+const char *const heap_type_names[HEAP_TYPES] = {
+	"table", "string", "Lua function", "C function", "upvalue", "prototype", "thread",
+	"userdata", "cdata", "trace",
+};
+
+/* Object type tags (gch.gct: ~LJ_T*, lj_obj.h). */
+enum { GCT_STR = 4, GCT_UPVAL, GCT_THREAD, GCT_PROTO, GCT_FUNC, GCT_TRACE, GCT_CDATA, GCT_TAB,
+       GCT_UDATA };
+
+#define OBJECTS_MAX	(1ULL << 31)	/* a list longer than this is no heap: cut */
+#define ASIZE_MAX	(1U << 28)	/* LJ_MAX_ASIZE: array slots */
+#define HSIZE_MAX	(1U << 27)	/* LJ_MAX_HBITS 26: hash slots */
+#define STRLEN_MAX	0x7fffff00U	/* LJ_MAX_STR */
+#define PREFIX_LEN	12		/* bytes of a string that make its prefix */
+
+/* ---- the target's memory, copied whole --------------------------------- */
+
+/* Objects are read all over the heap, strings in the order of their hash:
+ * one read each would cost a system call each (13 s for 185 MB here). The
+ * anonymous mappings, where LuaJIT's allocator and the C library's keep
+ * the heap, are copied first, each in one read (about 0.1 s per GB), and
+ * the walk reads the copy. That takes as much memory as the heap: past
+ * half the memory available, or for what no copy holds, objects are read
+ * from the process one by one. */
+struct region {
+	__u64 lo, hi;
+	unsigned char *data;
+};
+
+struct heapmem {
+	pid_t pid;
+	struct region *r;	/* by address */
+	size_t n, cap;
+	__u64 copied;		/* bytes */
+};
+
+/* Half of MemAvailable, in bytes: what the copies may take. */
+static __u64 copy_budget(void)
+{
+	char line[128];
+	unsigned long long kb = 0;
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb * 1024 / 2;
+}
+
+static int heapmem_init(struct heapmem *m, pid_t pid)
+{
+	struct proc_mapping map;
+	__u64 budget = copy_budget();
+	FILE *maps = procmem__maps_open(pid);
+
+	memset(m, 0, sizeof(*m));
+	m->pid = pid;
+	if (!maps)
+		return 0;	/* every read goes to the process */
+	while (procmem__maps_next(maps, &map)) {
+		__u64 len = map.end - map.start;
+		unsigned char *d;
+
+		if (map.perms[0] != 'r' || map.perms[1] != 'w' ||
+		    (map.file[0] && strcmp(map.file, "[heap]")) || m->copied + len > budget)
+			continue;
+		if (ARRAY_ROOM(m->r, m->n, m->cap, 64)) {
+			fclose(maps);
+			return -1;
+		}
+		/* In huge pages where the kernel has them: a copy of a GB in
+		 * 4-KiB pages spends most of its time in page faults. */
+		d = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (d == MAP_FAILED) {
+			fclose(maps);
+			return -1;
+		}
+		madvise(d, len, MADV_HUGEPAGE);
+		if (procmem__read(pid, d, len, map.start)) {
+			munmap(d, len);	/* gone, or not readable: read object by object */
+			continue;
+		}
+		m->r[m->n++] = (struct region){ map.start, map.end, d };
+		m->copied += len;
+	}
+	fclose(maps);
+	return 0;
+}
+
+static void heapmem_free(struct heapmem *m)
+{
+	for (size_t i = 0; i < m->n; i++)
+		munmap(m->r[i].data, m->r[i].hi - m->r[i].lo);
+	free(m->r);
+}
+
+static int heapmem_read(struct heapmem *m, void *dst, size_t n, __u64 addr)
+{
+	size_t lo = 0, hi = m->n;
+
+	while (lo < hi) {		/* the last region starting at or below addr */
+		size_t mid = (lo + hi) / 2;
+
+		if (m->r[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo && addr + n >= addr && addr + n <= m->r[lo - 1].hi) {
+		memcpy(dst, m->r[lo - 1].data + (addr - m->r[lo - 1].lo), n);
+		return 0;
+	}
+	return procmem__read(m->pid, dst, n, addr);
+}
+
+/* ---- the walk ------------------------------------------------------------ */
+
+struct walk {
+	const struct lj_layout *lj;
+	struct heapmem mem;
+	struct census *c;
+	__u64 GG;			/* the main thread: its lua_State is in GG_State */
+	struct keymap protos;		/* GCproto address -> index in pt */
+	struct { __u64 addr, closures, bytes; } *pt;
+	size_t npt, ptcap;
+	struct keymap prefixes;		/* a string's first bytes -> index in pre */
+	struct { __u64 strings, bytes; char text[PREFIX_LEN + 1]; } *pre;
+	size_t npre, precap;
+};
+
+static __u64 u64_at(const unsigned char *b, __u32 off)
+{
+	__u64 v;
+
+	memcpy(&v, b + off, 8);
+	return v;
+}
+
+static __u32 u32_at(const unsigned char *b, __u32 off)
+{
+	__u32 v;
+
+	memcpy(&v, b + off, 4);
+	return v;
+}
+
+/* Keep the CENSUS_TOP largest tables, largest first. */
+static void rank_table(struct census *c, const struct census_table *t)
+{
+	int i = c->ntables < CENSUS_TOP ? c->ntables++ : CENSUS_TOP - 1;
+
+	if (i == CENSUS_TOP - 1 && c->ntables == CENSUS_TOP && c->tables[i].bytes >= t->bytes)
+		return;
+	while (i > 0 && c->tables[i - 1].bytes < t->bytes) {
+		c->tables[i] = c->tables[i - 1];
+		i--;
+	}
+	c->tables[i] = *t;
+}
+
+/* A table's bytes as lj_tab_free gives them back: the GCtab with the array
+ * slots allocated with it (colo), the hash part when it has one (hmask 0
+ * is the shared empty node), the array part when apart. */
+static int table_bytes(struct walk *w, __u64 o, const unsigned char *h, __u64 *bytes)
+{
+	const struct lj_layout *lj = w->lj;
+	__u32 asize = u32_at(h, lj->tab_asize), hmask = u32_at(h, lj->tab_hmask);
+	__s8 colo = (__s8)h[lj->tab_colo];
+	struct census_table t = { .addr = o, .asize = asize, .hsize = hmask ? hmask + 1 : 0 };
+
+	if (asize > ASIZE_MAX || hmask >= HSIZE_MAX || (hmask & (hmask + 1)))
+		return -1;
+	*bytes = colo ? lj->tab_size + (__u64)(colo & 0x7f) * 8 : lj->tab_size;
+	if (hmask)
+		*bytes += (__u64)(hmask + 1) * lj->node_size;
+	if (asize && colo <= 0)
+		*bytes += (__u64)asize * 8;
+	t.bytes = *bytes;
+	rank_table(w->c, &t);
+	return 0;
+}
+
+static int proto_closure(struct walk *w, __u64 pt, __u64 bytes)
+{
+	long i = keymap__get(&w->protos, &pt, sizeof(pt));
+
+	if (i < 0) {
+		if (ARRAY_ROOM(w->pt, w->npt, w->ptcap, 64) ||
+		    keymap__put(&w->protos, &pt, sizeof(pt), (long)w->npt))
+			return -1;
+		i = (long)w->npt++;
+		w->pt[i].addr = pt;
+		w->pt[i].closures = w->pt[i].bytes = 0;
+	}
+	w->pt[i].closures++;
+	w->pt[i].bytes += bytes;
+	return 0;
+}
+
+/* One object of the root list or the finalizer circle: its type and bytes
+ * counted. 0, 1 when it did not check, -1 out of memory. */
+static int count_object(struct walk *w, __u64 o, __u8 gct, const unsigned char *h)
+{
+	const struct lj_layout *lj = w->lj;
+	enum heap_type type;
+	__u64 bytes;
+	__u8 n;
+
+	switch (gct) {
+	case GCT_TAB:
+		type = HEAP_TABLE;
+		if (table_bytes(w, o, h, &bytes))
+			return 1;
+		break;
+	case GCT_FUNC:
+		n = h[lj->fn_nupvalues];
+		if (h[lj->fn_ffid] == 0) {
+			type = HEAP_LUA_FUNCTION;
+			bytes = lj->fnl_size - 8 + 8ULL * n;
+			if (proto_closure(w, (u64_at(h, lj->fn_pc) & LJ_GCVMASK) - lj->pt_size, bytes))
+				return -1;
+		} else {
+			type = HEAP_C_FUNCTION;
+			bytes = lj->fnc_size - 16 + 16ULL * n;
+		}
+		break;
+	case GCT_UPVAL:
+		type = HEAP_UPVALUE;
+		bytes = lj->uv_size;
+		break;
+	case GCT_PROTO:
+		type = HEAP_PROTO;
+		bytes = u32_at(h, lj->pt_sizept);
+		if (bytes < lj->pt_size)
+			return 1;
+		break;
+	case GCT_THREAD:
+		type = HEAP_THREAD;
+		/* The main thread's lua_State is part of GG_State (vm_bytes). */
+		bytes = 8ULL * u32_at(h, lj->L_stacksize) + (o == w->GG ? 0 : lj->L_size);
+		break;
+	case GCT_UDATA:
+		type = HEAP_USERDATA;
+		bytes = lj->ud_size + (__u64)u32_at(h, lj->ud_len);
+		break;
+	case GCT_CDATA:
+		type = HEAP_CDATA;
+		bytes = lj->cd_size;	/* its payload's size is its ctype's: not read */
+		break;
+	case GCT_TRACE:
+		type = HEAP_TRACE;
+		if (!lj->tr_size)
+			return 1;
+		/* trace_save() in lj_trace.c */
+		bytes = ((lj->tr_size + 7) & ~7ULL) +
+			(__u64)(u32_at(h, lj->tr_nins) - u32_at(h, lj->tr_nk)) * lj->ir_size +
+			(__u64)(*(const __u16 *)(h + lj->tr_nsnap)) * lj->sn_size +
+			4ULL * u32_at(h, lj->tr_nsnapmap);
+		break;
+	default:
+		return 1;
+	}
+	w->c->type[type].objects++;
+	w->c->type[type].bytes += bytes;
+	return 0;
+}
+
+/* Bytes of an object's header the walk reads: enough for every field of
+ * every type it counts. */
+static __u32 header_len(const struct lj_layout *lj)
+{
+	__u32 n = lj->tab_size;
+
+	n = lj->fnc_size > n ? lj->fnc_size : n;
+	n = lj->pt_size > n ? lj->pt_size : n;
+	n = lj->L_size > n ? lj->L_size : n;
+	n = lj->ud_size > n ? lj->ud_size : n;
+	n = lj->tr_size > n ? lj->tr_size : n;
+	return n;
+}
+
+/* Walk a list from first through nextgc; stop at end (0, or the first
+ * again for the finalizer circle). */
+static int walk_list(struct walk *w, __u64 first, __u64 end)
+{
+	const struct lj_layout *lj = w->lj;
+	unsigned char h[1024];
+	__u32 hlen = header_len(lj);
+	__u64 o = first, steps = 0;
+
+	if (hlen > sizeof(h))
+		return -1;
+	while (o && o != end) {
+		int r;
+
+		if ((o & 7) || ++steps > OBJECTS_MAX) {
+			w->c->cut = true;
+			return 0;
+		}
+		/* The header, or as much of it as the object's mapping holds. */
+		if (heapmem_read(&w->mem, h, hlen, o) && heapmem_read(&w->mem, h, 64, o)) {
+			w->c->unreadable++;
+			w->c->cut = true;	/* its nextgc is lost with it */
+			return 0;
+		}
+		r = count_object(w, o, h[lj->gc_gct], h);
+		if (r < 0)
+			return -1;
+		w->c->invalid += r;
+		o = u64_at(h, lj->gc_nextgc) & LJ_GCVMASK;
+		if (!end && o == first)
+			break;
+	}
+	return 0;
+}
+
+static int count_prefix(struct walk *w, const unsigned char *s, __u32 len, __u64 bytes)
+{
+	char key[PREFIX_LEN + 1];
+	size_t n = 0;
+	long i;
+
+	while (n < PREFIX_LEN && n < len && s[n] >= 0x20 && s[n] < 0x7f)
+		key[n] = (char)s[n], n++;
+	key[n] = '\0';
+	i = keymap__get(&w->prefixes, key, n + 1);
+	if (i < 0) {
+		if (ARRAY_ROOM(w->pre, w->npre, w->precap, 256) ||
+		    keymap__put(&w->prefixes, key, n + 1, (long)w->npre))
+			return -1;
+		i = (long)w->npre++;
+		memcpy(w->pre[i].text, key, n + 1);
+		w->pre[i].strings = w->pre[i].bytes = 0;
+	}
+	w->pre[i].strings++;
+	w->pre[i].bytes += bytes;
+	return 0;
+}
+
+/* Every chain of the string table (lj_str.c: an entry's low bit marks a
+ * chain hashed again; the strings link through nextgc). */
+static int walk_strings(struct walk *w, __u64 g)
+{
+	const struct lj_layout *lj = w->lj;
+	unsigned char h[256];
+	__u64 tab, batch[512];
+	__u32 mask;
+
+	if (procmem__read(w->mem.pid, &tab, 8, g + lj->g_str_tab) ||
+	    procmem__read(w->mem.pid, &mask, 4, g + lj->g_str_mask) || mask >= (1U << 30))
+		return -1;
+	tab &= LJ_GCVMASK;
+	w->c->vm_bytes += 8ULL * ((__u64)mask + 1);
+	for (__u64 i = 0; i <= mask; i += 512) {
+		__u32 n = mask + 1 - i < 512 ? (__u32)(mask + 1 - i) : 512;
+
+		if (heapmem_read(&w->mem, batch, 8ULL * n, tab + 8 * i) &&
+		    procmem__read(w->mem.pid, batch, 8ULL * n, tab + 8 * i)) {
+			w->c->cut = true;
+			continue;
+		}
+		for (__u32 k = 0; k < n; k++) {
+			__u64 o = batch[k] & LJ_GCVMASK & ~1ULL, steps = 0;
+
+			while (o) {
+				__u32 len, want = lj->str_size + PREFIX_LEN;
+				__u64 bytes;
+
+				if ((o & 7) || ++steps > OBJECTS_MAX ||
+				    (heapmem_read(&w->mem, h, want, o) &&
+				     heapmem_read(&w->mem, h, lj->str_size, o))) {
+					w->c->unreadable++;
+					w->c->cut = true;
+					break;
+				}
+				len = u32_at(h, lj->str_len);
+				if (h[lj->gc_gct] != GCT_STR || len > STRLEN_MAX) {
+					w->c->invalid++;
+					break;
+				}
+				bytes = lj->str_size + (__u64)len + 1;
+				w->c->type[HEAP_STRING].objects++;
+				w->c->type[HEAP_STRING].bytes += bytes;
+				if (count_prefix(w, h + lj->str_size,
+						 len < PREFIX_LEN ? len : PREFIX_LEN, bytes))
+					return -1;
+				o = u64_at(h, lj->gc_nextgc) & LJ_GCVMASK;
+			}
+		}
+	}
+	return 0;
+}
+
+/* The rankings of closures by prototype and of strings by prefix. */
+static void rank(struct walk *w)
+{
+	struct census *c = w->c;
+
+	for (size_t i = 0; i < w->npt; i++) {
+		int k = c->nprotos < CENSUS_TOP ? c->nprotos++ : CENSUS_TOP - 1;
+
+		if (k == CENSUS_TOP - 1 && c->nprotos == CENSUS_TOP &&
+		    c->protos[k].closures >= w->pt[i].closures)
+			continue;
+		for (; k > 0 && c->protos[k - 1].closures < w->pt[i].closures; k--)
+			c->protos[k] = c->protos[k - 1];
+		c->protos[k] = (struct census_proto){ .addr = w->pt[i].addr,
+						      .closures = w->pt[i].closures,
+						      .bytes = w->pt[i].bytes };
+	}
+	for (size_t i = 0; i < w->npre; i++) {
+		int k = c->nprefixes < CENSUS_TOP ? c->nprefixes++ : CENSUS_TOP - 1;
+
+		if (k == CENSUS_TOP - 1 && c->nprefixes == CENSUS_TOP &&
+		    c->prefixes[k].bytes >= w->pre[i].bytes)
+			continue;
+		for (; k > 0 && c->prefixes[k - 1].bytes < w->pre[i].bytes; k--)
+			c->prefixes[k] = c->prefixes[k - 1];
+		c->prefixes[k] = (struct census_prefix){ .strings = w->pre[i].strings,
+							 .bytes = w->pre[i].bytes };
+		snprintf(c->prefixes[k].text, sizeof(c->prefixes[k].text), "%s", w->pre[i].text);
+	}
+}
+
+/* Where each ranked prototype was defined: its chunk's name and first line. */
+static void name_protos(struct walk *w)
+{
+	const struct lj_layout *lj = w->lj;
+
+	for (int i = 0; i < w->c->nprotos; i++) {
+		struct census_proto *p = &w->c->protos[i];
+		unsigned char name[80];
+		__u64 s = 0;
+		__u32 len = 0;
+		__s32 line = 0;
+
+		snprintf(p->where, sizeof(p->where), "?");
+		if (procmem__read(w->mem.pid, &s, 8, p->addr + lj->pt_chunkname) ||
+		    procmem__read(w->mem.pid, &line, 4, p->addr + lj->pt_firstline))
+			continue;
+		s &= LJ_GCVMASK;
+		if (procmem__read(w->mem.pid, &len, 4, s + lj->str_len))
+			continue;
+		if (len >= sizeof(name))	/* a path: its end names it */
+			s += len - (sizeof(name) - 1), len = sizeof(name) - 1;
+		if (procmem__read(w->mem.pid, name, len, s + lj->str_size))
+			continue;
+		name[len] = '\0';
+		snprintf(p->where, sizeof(p->where), "%s:%d",
+			 name[0] == '@' || name[0] == '=' ? (char *)name + 1 : (char *)name, line);
+	}
+}
+
+int census__take(const struct lj_target *t, __u64 g, struct census *c, char *err, size_t errsz)
+{
+	const struct lj_layout *lj = &t->layout;
+	struct walk w = { .lj = lj, .c = c };
+	__u64 root = 0, mmudata = 0, first = 0;
+	double t0 = monotonic_s();
+	int ret = -1;
+
+	memset(c, 0, sizeof(*c));
+	c->g = g;
+	if (!lj->g_gc_total || !lj->tab_size || !lj->g_str_tab) {
+		snprintf(err, errsz, "this LuaJIT's layout does not describe its heap (a revision "
+			 "before the string table's redesign of 2020-06?): no census");
+		return -1;
+	}
+	if (heapmem_init(&w.mem, t->pid)) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	w.GG = g - lj->gg_g;
+	if (procmem__read(t->pid, &c->gc_total, 8, g + lj->g_gc_total) ||
+	    procmem__read(t->pid, &root, 8, g + lj->g_gc_root)) {
+		snprintf(err, errsz, "cannot read the VM at 0x%llx of PID %d: %s",
+			 (unsigned long long)g, t->pid, strerror(errno));
+		goto out;
+	}
+	c->vm_bytes = lj->gg_size;
+	/* gc.mmudata, the last of the circle of userdata with finalizers. */
+	procmem__read(t->pid, &mmudata, 8, g + lj->g_gc_mmudata);
+	mmudata &= LJ_GCVMASK;
+	if (walk_list(&w, root & LJ_GCVMASK, 0))
+		goto oom;
+	if (mmudata && !procmem__read(t->pid, &first, 8, mmudata + lj->gc_nextgc) &&
+	    walk_list(&w, first & LJ_GCVMASK, first & LJ_GCVMASK))
+		goto oom;
+	if (walk_strings(&w, g) < 0)
+		goto oom;
+
+	rank(&w);
+	name_protos(&w);
+	procmem__read(t->pid, &c->gc_total_after, 8, g + lj->g_gc_total);
+	c->seconds = monotonic_s() - t0;
+	ret = 0;
+	goto out;
+oom:
+	snprintf(err, errsz, "out of memory");
+out:
+	heapmem_free(&w.mem);
+	free(w.pt);
+	free(w.pre);
+	keymap__free(&w.protos);
+	keymap__free(&w.prefixes);
+	return ret;
+}

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: MIT
+/* report.c - a census as text and as JSON (census.h). */
+#include <inttypes.h>
+#include "census.h"
+#include "base/text.h"
+
+__u64 census__counted(const struct census *c)
+{
+	__u64 n = c->vm_bytes;
+
+	for (int i = 0; i < HEAP_TYPES; i++)
+		n += c->type[i].bytes;
+	return n;
+}
+
+/* Bytes for a person: B, KiB, MiB or GiB with one decimal. */
+static const char *human(__u64 n, char buf[32])
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)n;
+	int u = 0;
+
+	while (v >= 1024 && u < 4)
+		v /= 1024, u++;
+	snprintf(buf, 32, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+	return buf;
+}
+
+void census__print(const struct census *c, FILE *f)
+{
+	__u64 counted = census__counted(c), objects = 0;
+	char a[32], b[32];
+
+	for (int i = 0; i < HEAP_TYPES; i++)
+		objects += c->type[i].objects;
+	fprintf(f, "VM 0x%" PRIx64 ": %s counted in %" PRIu64 " objects; collectgarbage(\"count\") "
+		"says %s (%.1f%% counted); read in %.2f s\n", (uint64_t)c->g, human(counted, a),
+		(uint64_t)objects, human(c->gc_total, b),
+		c->gc_total ? 100.0 * counted / c->gc_total : 0.0, c->seconds);
+	if (c->unreadable || c->invalid || c->cut)
+		fprintf(f, "  partial: %" PRIu64 " objects could not be read, %" PRIu64 " did not "
+			"check%s (the heap changed while it was read)\n", (uint64_t)c->unreadable,
+			(uint64_t)c->invalid, c->cut ? ", a list was cut short" : "");
+	fprintf(f, "  %-14s %12s %12s\n", "type", "objects", "bytes");
+	for (int i = 0; i < HEAP_TYPES; i++)
+		if (c->type[i].objects)
+			fprintf(f, "  %-14s %12" PRIu64 " %12s\n", heap_type_names[i],
+				(uint64_t)c->type[i].objects, human(c->type[i].bytes, a));
+	fprintf(f, "  %-14s %12s %12s\n", "VM itself", "", human(c->vm_bytes, a));
+	if (c->gc_total > counted)
+		fprintf(f, "  %-14s %12s %12s  (buffers, the JIT's arrays, cdata payloads)\n",
+			"not counted", "", human(c->gc_total - counted, a));
+	if (c->ntables) {
+		fputs("largest tables:\n", f);
+		for (int i = 0; i < c->ntables; i++)
+			fprintf(f, "  %12s  table 0x%" PRIx64 ": %u array slots, %u hash slots\n",
+				human(c->tables[i].bytes, a), (uint64_t)c->tables[i].addr,
+				c->tables[i].asize, c->tables[i].hsize);
+	}
+	if (c->nprotos) {
+		fputs("closures by prototype:\n", f);
+		for (int i = 0; i < c->nprotos; i++)
+			fprintf(f, "  %12" PRIu64 " closures %10s  %s\n", (uint64_t)c->protos[i].closures,
+				human(c->protos[i].bytes, a), c->protos[i].where);
+	}
+	if (c->nprefixes) {
+		fputs("strings by prefix:\n", f);
+		for (int i = 0; i < c->nprefixes; i++)
+			fprintf(f, "  %12" PRIu64 " strings %10s  \"%s\"\n",
+				(uint64_t)c->prefixes[i].strings, human(c->prefixes[i].bytes, a),
+				c->prefixes[i].text);
+	}
+}
+
+static void put_census(FILE *f, const struct census *c)
+{
+	fprintf(f, "{\"vm\": \"0x%" PRIx64 "\", \"gcTotal\": %" PRIu64
+		", \"gcTotalAfter\": %" PRIu64 ", \"counted\": %" PRIu64 ", \"vmBytes\": %" PRIu64,
+		(uint64_t)c->g, (uint64_t)c->gc_total, (uint64_t)c->gc_total_after,
+		(uint64_t)census__counted(c), (uint64_t)c->vm_bytes);
+	fprintf(f, ", \"unreadable\": %" PRIu64 ", \"invalid\": %" PRIu64
+		", \"partial\": %s, \"seconds\": %.3f, \"types\": {", (uint64_t)c->unreadable,
+		(uint64_t)c->invalid, c->unreadable || c->invalid || c->cut ? "true" : "false",
+		c->seconds);
+	for (int i = 0; i < HEAP_TYPES; i++) {
+		fprintf(f, "%s\"%s\": {\"objects\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
+			i ? ", " : "", heap_type_names[i], (uint64_t)c->type[i].objects,
+			(uint64_t)c->type[i].bytes);
+	}
+	fputs("}, \"largestTables\": [", f);
+	for (int i = 0; i < c->ntables; i++) {
+		fprintf(f, "%s{\"addr\": \"0x%" PRIx64 "\", \"bytes\": %" PRIu64
+			", \"arraySlots\": %u, \"hashSlots\": %u}", i ? ", " : "",
+			(uint64_t)c->tables[i].addr, (uint64_t)c->tables[i].bytes,
+			c->tables[i].asize, c->tables[i].hsize);
+	}
+	fputs("], \"closuresByPrototype\": [", f);
+	for (int i = 0; i < c->nprotos; i++) {
+		fprintf(f, "%s{\"closures\": %" PRIu64 ", \"bytes\": %" PRIu64
+			", \"where\": ", i ? ", " : "", (uint64_t)c->protos[i].closures,
+			(uint64_t)c->protos[i].bytes);
+		text__put_json(f, c->protos[i].where);
+		fputs("}", f);
+	}
+	fputs("], \"stringsByPrefix\": [", f);
+	for (int i = 0; i < c->nprefixes; i++) {
+		fprintf(f, "%s{\"strings\": %" PRIu64 ", \"bytes\": %" PRIu64
+			", \"prefix\": ", i ? ", " : "", (uint64_t)c->prefixes[i].strings,
+			(uint64_t)c->prefixes[i].bytes);
+		text__put_json(f, c->prefixes[i].text);
+		fputs("}", f);
+	}
+	fputs("]}", f);
+}
+
+void census__print_json(const struct census *const *c, int n, pid_t pid, double pause_s, FILE *f)
+{
+	fprintf(f, "{\"pid\": %d, \"pausedSeconds\": %.3f, \"vms\": [", (int)pid, pause_s);
+	for (int i = 0; i < n; i++) {
+		if (i)
+			fputs(", ", f);
+		put_census(f, c[i]);
+	}
+	fputs("]}\n", f);
+}
