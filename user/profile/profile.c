@@ -206,26 +206,26 @@ void profile__free(struct profile *p)
 	memset(p, 0, sizeof(*p));
 }
 
-int profile__set_title(struct profile *p, const char *title)
+/* *field replaced by a copy of text; 0, or -1 out of memory (as it was). */
+static int replace_string(char **field, const char *text)
 {
-	char *t = strdup(title);
+	char *t = strdup(text);
 
 	if (!t)
 		return -1;
-	free(p->title);
-	p->title = t;
+	free(*field);
+	*field = t;
 	return 0;
+}
+
+int profile__set_title(struct profile *p, const char *title)
+{
+	return replace_string(&p->title, title);
 }
 
 int profile__set_cost(struct profile *p, const char *cost)
 {
-	char *c = strdup(cost);
-
-	if (!c)
-		return -1;
-	free(p->cost);
-	p->cost = c;
-	return 0;
+	return replace_string(&p->cost, cost);
 }
 
 __u64 profile_row__count(const struct profile_row *r)
