@@ -371,4 +371,21 @@ function M.trace(opts)
   return setmetatable(s, TraceSession)
 end
 
+-- profile.heap() -> a census of this VM's heap, read from outside the Lua
+-- state by the C module (no privileges: a process reads its own memory):
+-- gcTotal (collectgarbage("count") * 1024), counted, vmBytes, partial,
+-- seconds, types (objects and bytes by type name), largestTables,
+-- closuresByPrototype, stringsByPrefix, as `nupp-bpf heap --json` gives
+-- them. It raises when the C module is not there or the build's layout
+-- does not describe its heap.
+function M.heap()
+  local ok, bpf = pcall(require, "nupp.profile.bpf")
+  if not ok or type(bpf.heap) ~= "function" then
+    raise("heap needs the nupp.profile.bpf C module: "..tostring(ok and "too old" or bpf), 2)
+  end
+  local census, err = bpf.heap()
+  if not census then raise(err, 2) end
+  return census
+end
+
 return M

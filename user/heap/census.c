@@ -61,6 +61,8 @@ static __u64 copy_budget(void)
 	return kb * 1024 / 2;
 }
 
+/* The mappings to copy, listed before any is copied: a census of its own
+ * process (profile.heap()) must not copy the copies it makes. */
 static int heapmem_init(struct heapmem *m, pid_t pid)
 {
 	struct proc_mapping map;
@@ -73,7 +75,6 @@ static int heapmem_init(struct heapmem *m, pid_t pid)
 		return 0;	/* every read goes to the process */
 	while (procmem__maps_next(maps, &map)) {
 		__u64 len = map.end - map.start;
-		unsigned char *d;
 
 		if (map.perms[0] != 'r' || map.perms[1] != 'w' ||
 		    (map.file[0] && strcmp(map.file, "[heap]")) || m->copied + len > budget)
@@ -82,22 +83,32 @@ static int heapmem_init(struct heapmem *m, pid_t pid)
 			fclose(maps);
 			return -1;
 		}
-		/* In huge pages where the kernel has them: a copy of a GB in
-		 * 4-KiB pages spends most of its time in page faults. */
-		d = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (d == MAP_FAILED) {
-			fclose(maps);
-			return -1;
-		}
-		madvise(d, len, MADV_HUGEPAGE);
-		if (procmem__read(pid, d, len, map.start)) {
-			munmap(d, len);	/* gone, or not readable: read object by object */
-			continue;
-		}
-		m->r[m->n++] = (struct region){ map.start, map.end, d };
+		m->r[m->n++] = (struct region){ map.start, map.end, NULL };
 		m->copied += len;
 	}
 	fclose(maps);
+	m->copied = 0;
+	for (size_t i = 0, kept = 0; i < m->n; i++) {
+		struct region r = m->r[i];
+		__u64 len = r.hi - r.lo;
+
+		/* In huge pages where the kernel has them: a copy of a GB in
+		 * 4-KiB pages spends most of its time in page faults. */
+		r.data = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (r.data == MAP_FAILED) {
+			m->n = kept;
+			return -1;
+		}
+		madvise(r.data, len, MADV_HUGEPAGE);
+		if (procmem__read(pid, r.data, len, r.lo)) {
+			munmap(r.data, len);	/* gone, or not readable: read object by object */
+		} else {
+			m->r[kept++] = r;
+			m->copied += len;
+		}
+		if (i == m->n - 1)
+			m->n = kept;
+	}
 	return 0;
 }
 

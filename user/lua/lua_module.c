@@ -12,6 +12,7 @@
  *	trace({includeBenign}, add) -> {pause, resume, stop, sync, recorder}
  *	recorder() -> {luajitRevision, luajitVersion} (no privileges needed)
  *	writefile(name, text) -> true | nil, error (as the CLI writes -o: output.h)
+ *	heap() -> census | nil, error: this VM's heap (heap/census.h; no privileges)
  * add is called from the calling thread, at sync and at stop, for everything
  * recorded so far; trace sites come already described (reason, reasonId, ...)
  * with a count.
@@ -27,6 +28,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include "check/check.h"
+#include "heap/census.h"
 #include "luajit/lj_target.h"
 #include "base/output.h"
 #include "base/privileges.h"
@@ -503,12 +505,86 @@ fail:
 	return 2;
 }
 
+static void set_number(lua_State *L, const char *k, double v)
+{
+	lua_pushnumber(L, v);
+	lua_setfield(L, -2, k);
+}
+
+/* heap() -> a census of this process's VM (the one that calls), as the CLI's
+ * heap --json gives it, or nil and a one-line error. The process is read
+ * while it stands in this call: nothing allocates meanwhile but this
+ * thread, which is here. Needs no privileges: a process reads its own
+ * memory. */
+static int l_heap(lua_State *L)
+{
+	struct lj_target t;
+	struct census *c = calloc(1, sizeof(*c));
+	char err[512];
+
+	if (!c || self_target(L, &t, err, sizeof(err)) ||
+	    census__take(&t, *(const __u64 *)((const char *)L + t.layout.L_glref), c, err, sizeof(err))) {
+		if (!c)
+			snprintf(err, sizeof(err), "out of memory");
+		free(c);
+		lua_pushnil(L);
+		lua_pushstring(L, err);
+		return 2;
+	}
+	lua_createtable(L, 0, 12);
+	set_number(L, "gcTotal", (double)c->gc_total);
+	set_number(L, "counted", (double)census__counted(c));
+	set_number(L, "vmBytes", (double)c->vm_bytes);
+	set_number(L, "unreadable", (double)c->unreadable);
+	set_number(L, "invalid", (double)c->invalid);
+	lua_pushboolean(L, c->unreadable || c->invalid || c->cut);
+	lua_setfield(L, -2, "partial");
+	set_number(L, "seconds", c->seconds);
+	lua_createtable(L, 0, HEAP_TYPES);
+	for (int i = 0; i < HEAP_TYPES; i++) {
+		lua_createtable(L, 0, 2);
+		set_number(L, "objects", (double)c->type[i].objects);
+		set_number(L, "bytes", (double)c->type[i].bytes);
+		lua_setfield(L, -2, heap_type_names[i]);
+	}
+	lua_setfield(L, -2, "types");
+	lua_createtable(L, c->ntables, 0);
+	for (int i = 0; i < c->ntables; i++) {
+		lua_createtable(L, 0, 3);
+		set_number(L, "bytes", (double)c->tables[i].bytes);
+		set_number(L, "arraySlots", c->tables[i].asize);
+		set_number(L, "hashSlots", c->tables[i].hsize);
+		lua_rawseti(L, -2, i + 1);
+	}
+	lua_setfield(L, -2, "largestTables");
+	lua_createtable(L, c->nprotos, 0);
+	for (int i = 0; i < c->nprotos; i++) {
+		lua_createtable(L, 0, 3);
+		set_number(L, "closures", (double)c->protos[i].closures);
+		set_number(L, "bytes", (double)c->protos[i].bytes);
+		set_string(L, "where", c->protos[i].where);
+		lua_rawseti(L, -2, i + 1);
+	}
+	lua_setfield(L, -2, "closuresByPrototype");
+	lua_createtable(L, c->nprefixes, 0);
+	for (int i = 0; i < c->nprefixes; i++) {
+		lua_createtable(L, 0, 3);
+		set_number(L, "strings", (double)c->prefixes[i].strings);
+		set_number(L, "bytes", (double)c->prefixes[i].bytes);
+		set_string(L, "prefix", c->prefixes[i].text);
+		lua_rawseti(L, -2, i + 1);
+	}
+	lua_setfield(L, -2, "stringsByPrefix");
+	free(c);
+	return 1;
+}
+
 int luaopen_nupp_profile_bpf(lua_State *L)
 {
 	static const luaL_Reg funcs[] = {
 		{ "available", l_available }, { "sample", l_sample }, { "trace", l_trace },
 		{ "recorder", l_recorder }, { "writefile", l_writefile }, { "check", l_check },
-		{ NULL, NULL },
+		{ "heap", l_heap }, { NULL, NULL },
 	};
 
 	luaL_newmetatable(L, SESSION_MT);
