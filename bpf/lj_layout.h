@@ -153,6 +153,15 @@ struct lj_layout {
 	__u32 uv_size;		/* sizeof(GCupval) */
 	__u32 cd_size;		/* sizeof(GCcdata) */
 	__u32 cd_ctypeid;	/* u16 ctypeid */
+	/* What refers to what, for the census's reference paths */
+	__u32 node_val;		/* TValue val of a Node */
+	__u32 node_key;		/* TValue key */
+	__u32 fn_env;		/* GCRef env of a function */
+	__u32 fnl_uvptr;	/* GCRef uvptr[]: a Lua function's upvalues */
+	__u32 uv_v;		/* MRef v: where an upvalue's value is */
+	__u32 L_env;		/* GCRef env of a thread */
+	__u32 ud_metatable;	/* GCRef metatable of a userdata */
+	__u32 ud_env;		/* GCRef env */
 };
 
 /* The field at byte off of buf, a block of target memory read at once, of a

@@ -11,6 +11,7 @@ buffers and the JIT's arrays, small beside a heap of tens of MB. Not
 sampled: no statistical bound.
 """
 import json
+import re
 import time
 import subprocess
 
@@ -93,10 +94,18 @@ def test_census_of_known_shapes(privileged, held, build_name):
     extra = top["strings"] - 200000
     assert 200000 * (24 + 40 + 1) <= top["bytes"] <= 200000 * (24 + 40 + 1) + 100 * extra, top
     clo = vm["closuresByPrototype"][0]
-    assert clo["closures"] == 50000 and clo["where"].endswith("heap_shapes.lua:23"), clo
+    assert clo["closures"] == 50000 and clo["where"].endswith("heap_shapes.lua:25"), clo
     tables = vm["largestTables"]
     assert tables[0]["arraySlots"] >= 1000000 and tables[0]["bytes"] >= 8 * 1000000, tables[:2]
-    assert any(t["hashSlots"] == 131072 for t in tables), tables
+    # Reference paths: the array is a local of the main chunk (a slot of
+    # the main thread's stack), the hash table the global cache.sessions as
+    # well, and the globals come first; a closure, a slot of the local
+    # table of closures.
+    assert re.fullmatch(r"main thread\.stack\[\d+\]", tables[0]["path"]), tables[0]
+    hashed = [t for t in tables if t["hashSlots"] == 131072]
+    assert hashed and hashed[0]["path"] == "_G.cache.sessions", hashed
+    assert re.fullmatch(r"main thread\.stack\[\d+\]\[\d+\]", clo["path"]), clo
+    assert vm["reached"] >= 50000 + 3, vm["reached"]
     code, out, _ = h.release()
     assert code == 0 and out == "done\n"
 

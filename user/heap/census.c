@@ -3,8 +3,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include "census.h"
+#include "heapmem.h"
+#include "paths.h"
 #include "base/keymap.h"
 #include "base/procmem.h"
 #include "base/text.h"
@@ -25,119 +26,6 @@ enum { GCT_STR = 4, GCT_UPVAL, GCT_THREAD, GCT_PROTO, GCT_FUNC, GCT_TRACE, GCT_C
 #define STRLEN_MAX	0x7fffff00U	/* LJ_MAX_STR */
 #define PREFIX_LEN	12		/* bytes of a string that make its prefix */
 
-/* ---- the target's memory, copied whole --------------------------------- */
-
-/* Objects are read all over the heap, strings in the order of their hash:
- * one read each would cost a system call each (13 s for 185 MB here). The
- * anonymous mappings, where LuaJIT's allocator and the C library's keep
- * the heap, are copied first, each in one read (about 0.1 s per GB), and
- * the walk reads the copy. That takes as much memory as the heap: past
- * half the memory available, or for what no copy holds, objects are read
- * from the process one by one. */
-struct region {
-	__u64 lo, hi;
-	unsigned char *data;
-};
-
-struct heapmem {
-	pid_t pid;
-	struct region *r;	/* by address */
-	size_t n, cap;
-	__u64 copied;		/* bytes */
-};
-
-/* Half of MemAvailable, in bytes: what the copies may take. */
-static __u64 copy_budget(void)
-{
-	char line[128];
-	unsigned long long kb = 0;
-	FILE *f = fopen("/proc/meminfo", "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb * 1024 / 2;
-}
-
-/* The mappings to copy, listed before any is copied: a census of its own
- * process (profile.heap()) must not copy the copies it makes. */
-static int heapmem_init(struct heapmem *m, pid_t pid)
-{
-	struct proc_mapping map;
-	__u64 budget = copy_budget();
-	FILE *maps = procmem__maps_open(pid);
-
-	memset(m, 0, sizeof(*m));
-	m->pid = pid;
-	if (!maps)
-		return 0;	/* every read goes to the process */
-	while (procmem__maps_next(maps, &map)) {
-		__u64 len = map.end - map.start;
-
-		if (map.perms[0] != 'r' || map.perms[1] != 'w' ||
-		    (map.file[0] && strcmp(map.file, "[heap]")) || m->copied + len > budget)
-			continue;
-		if (ARRAY_ROOM(m->r, m->n, m->cap, 64)) {
-			fclose(maps);
-			return -1;
-		}
-		m->r[m->n++] = (struct region){ map.start, map.end, NULL };
-		m->copied += len;
-	}
-	fclose(maps);
-	m->copied = 0;
-	for (size_t i = 0, kept = 0; i < m->n; i++) {
-		struct region r = m->r[i];
-		__u64 len = r.hi - r.lo;
-
-		/* In huge pages where the kernel has them: a copy of a GB in
-		 * 4-KiB pages spends most of its time in page faults. */
-		r.data = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (r.data == MAP_FAILED) {
-			m->n = kept;
-			return -1;
-		}
-		madvise(r.data, len, MADV_HUGEPAGE);
-		if (procmem__read(pid, r.data, len, r.lo)) {
-			munmap(r.data, len);	/* gone, or not readable: read object by object */
-		} else {
-			m->r[kept++] = r;
-			m->copied += len;
-		}
-		if (i == m->n - 1)
-			m->n = kept;
-	}
-	return 0;
-}
-
-static void heapmem_free(struct heapmem *m)
-{
-	for (size_t i = 0; i < m->n; i++)
-		munmap(m->r[i].data, m->r[i].hi - m->r[i].lo);
-	free(m->r);
-}
-
-static int heapmem_read(struct heapmem *m, void *dst, size_t n, __u64 addr)
-{
-	size_t lo = 0, hi = m->n;
-
-	while (lo < hi) {		/* the last region starting at or below addr */
-		size_t mid = (lo + hi) / 2;
-
-		if (m->r[mid].lo <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo && addr + n >= addr && addr + n <= m->r[lo - 1].hi) {
-		memcpy(dst, m->r[lo - 1].data + (addr - m->r[lo - 1].lo), n);
-		return 0;
-	}
-	return procmem__read(m->pid, dst, n, addr);
-}
-
 /* ---- the walk ------------------------------------------------------------ */
 
 struct walk {
@@ -146,7 +34,7 @@ struct walk {
 	struct census *c;
 	__u64 GG;			/* the main thread: its lua_State is in GG_State */
 	struct keymap protos;		/* GCproto address -> index in pt */
-	struct { __u64 addr, closures, bytes; } *pt;
+	struct { __u64 addr, closures, bytes, closure; } *pt;
 	size_t npt, ptcap;
 	struct keymap prefixes;		/* a string's first bytes -> index in pre */
 	struct { __u64 strings, bytes; char text[PREFIX_LEN + 1]; } *pre;
@@ -205,7 +93,7 @@ static int table_bytes(struct walk *w, __u64 o, const unsigned char *h, __u64 *b
 	return 0;
 }
 
-static int proto_closure(struct walk *w, __u64 pt, __u64 bytes)
+static int proto_closure(struct walk *w, __u64 pt, __u64 fn, __u64 bytes)
 {
 	long i = keymap__get(&w->protos, &pt, sizeof(pt));
 
@@ -215,6 +103,7 @@ static int proto_closure(struct walk *w, __u64 pt, __u64 bytes)
 			return -1;
 		i = (long)w->npt++;
 		w->pt[i].addr = pt;
+		w->pt[i].closure = fn;
 		w->pt[i].closures = w->pt[i].bytes = 0;
 	}
 	w->pt[i].closures++;
@@ -242,11 +131,11 @@ static int count_object(struct walk *w, __u64 o, __u8 gct, const unsigned char *
 		if (h[lj->fn_ffid] == 0) {
 			type = HEAP_LUA_FUNCTION;
 			bytes = lj->fnl_size - 8 + 8ULL * n;
-			if (proto_closure(w, (u64_at(h, lj->fn_pc) & LJ_GCVMASK) - lj->pt_size, bytes))
+			if (proto_closure(w, (u64_at(h, lj->fn_pc) & LJ_GCVMASK) - lj->pt_size, o, bytes))
 				return -1;
 		} else {
 			type = HEAP_C_FUNCTION;
-			bytes = lj->fnc_size - 16 + 16ULL * n;
+			bytes = lj->fnc_size - 8 + 8ULL * n;	/* TValue upvalue[] */
 		}
 		break;
 	case GCT_UPVAL:
@@ -323,7 +212,7 @@ static int walk_list(struct walk *w, __u64 first, __u64 end)
 			return 0;
 		}
 		/* The header, or as much of it as the object's mapping holds. */
-		if (heapmem_read(&w->mem, h, hlen, o) && heapmem_read(&w->mem, h, 64, o)) {
+		if (heapmem__read(&w->mem, h, hlen, o) && heapmem__read(&w->mem, h, 64, o)) {
 			w->c->unreadable++;
 			w->c->cut = true;	/* its nextgc is lost with it */
 			return 0;
@@ -379,7 +268,7 @@ static int walk_strings(struct walk *w, __u64 g)
 	for (__u64 i = 0; i <= mask; i += 512) {
 		__u32 n = mask + 1 - i < 512 ? (__u32)(mask + 1 - i) : 512;
 
-		if (heapmem_read(&w->mem, batch, 8ULL * n, tab + 8 * i) &&
+		if (heapmem__read(&w->mem, batch, 8ULL * n, tab + 8 * i) &&
 		    procmem__read(w->mem.pid, batch, 8ULL * n, tab + 8 * i)) {
 			w->c->cut = true;
 			continue;
@@ -392,8 +281,8 @@ static int walk_strings(struct walk *w, __u64 g)
 				__u64 bytes;
 
 				if ((o & 7) || ++steps > OBJECTS_MAX ||
-				    (heapmem_read(&w->mem, h, want, o) &&
-				     heapmem_read(&w->mem, h, lj->str_size, o))) {
+				    (heapmem__read(&w->mem, h, want, o) &&
+				     heapmem__read(&w->mem, h, lj->str_size, o))) {
 					w->c->unreadable++;
 					w->c->cut = true;
 					break;
@@ -431,7 +320,8 @@ static void rank(struct walk *w)
 			c->protos[k] = c->protos[k - 1];
 		c->protos[k] = (struct census_proto){ .addr = w->pt[i].addr,
 						      .closures = w->pt[i].closures,
-						      .bytes = w->pt[i].bytes };
+						      .bytes = w->pt[i].bytes,
+						      .closure = w->pt[i].closure };
 	}
 	for (size_t i = 0; i < w->npre; i++) {
 		int k = c->nprefixes < CENSUS_TOP ? c->nprefixes++ : CENSUS_TOP - 1;
@@ -476,6 +366,25 @@ static void name_protos(struct walk *w)
 	}
 }
 
+/* The ranked tables' and closures' reference paths. Out of memory, they
+ * stay "" (unreached). */
+static void find_paths(struct walk *w, __u64 g)
+{
+	struct refs *r = refs__walk(&w->mem, w->lj, g);
+	struct census *c = w->c;
+
+	if (!r)
+		return;
+	c->reached = refs__reached(r);
+	for (int i = 0; i < c->ntables; i++)
+		if (refs__path(r, c->tables[i].addr, c->tables[i].path, CENSUS_PATH))
+			c->tables[i].path[0] = '\0';
+	for (int i = 0; i < c->nprotos; i++)
+		if (refs__path(r, c->protos[i].closure, c->protos[i].path, CENSUS_PATH))
+			c->protos[i].path[0] = '\0';
+	refs__free(r);
+}
+
 int census__take(const struct lj_target *t, __u64 g, struct census *c, char *err, size_t errsz)
 {
 	const struct lj_layout *lj = &t->layout;
@@ -491,7 +400,7 @@ int census__take(const struct lj_target *t, __u64 g, struct census *c, char *err
 			 "before the string table's redesign of 2020-06?): no census");
 		return -1;
 	}
-	if (heapmem_init(&w.mem, t->pid)) {
+	if (heapmem__init(&w.mem, t->pid)) {
 		snprintf(err, errsz, "out of memory");
 		return -1;
 	}
@@ -516,6 +425,7 @@ int census__take(const struct lj_target *t, __u64 g, struct census *c, char *err
 
 	rank(&w);
 	name_protos(&w);
+	find_paths(&w, g);
 	procmem__read(t->pid, &c->gc_total_after, 8, g + lj->g_gc_total);
 	c->seconds = monotonic_s() - t0;
 	ret = 0;
@@ -523,7 +433,7 @@ int census__take(const struct lj_target *t, __u64 g, struct census *c, char *err
 oom:
 	snprintf(err, errsz, "out of memory");
 out:
-	heapmem_free(&w.mem);
+	heapmem__free(&w.mem);
 	free(w.pt);
 	free(w.pre);
 	keymap__free(&w.protos);

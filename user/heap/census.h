@@ -35,14 +35,19 @@ struct heap_count {
 
 #define CENSUS_TOP	20	/* rows of each ranking */
 
+#define CENSUS_PATH	160	/* bytes of a reference path kept */
+
 struct census_table {
 	__u64 addr, bytes;
 	__u32 asize, hsize;	/* array slots, hash slots */
+	char path[CENSUS_PATH];	/* from a root (paths.h); "" unreached */
 };
 
 struct census_proto {
 	__u64 addr, closures, bytes;	/* its closures and their bytes */
+	__u64 closure;			/* one of them */
 	char where[96];			/* chunk:line of its definition */
+	char path[CENSUS_PATH];		/* that closure's, from a root */
 };
 
 struct census_prefix {
@@ -64,6 +69,7 @@ struct census {
 	int nprotos;
 	struct census_prefix prefixes[CENSUS_TOP];	/* most bytes first */
 	int nprefixes;
+	__u64 reached;			/* objects the reference paths reached */
 	double seconds;			/* the walk's wall time */
 };
 

@@ -53,15 +53,18 @@ void census__print(const struct census *c, FILE *f)
 	if (c->ntables) {
 		fputs("largest tables:\n", f);
 		for (int i = 0; i < c->ntables; i++)
-			fprintf(f, "  %12s  table 0x%" PRIx64 ": %u array slots, %u hash slots\n",
-				human(c->tables[i].bytes, a), (uint64_t)c->tables[i].addr,
+			fprintf(f, "  %12s  %s: %u array slots, %u hash slots\n",
+				human(c->tables[i].bytes, a),
+				c->tables[i].path[0] ? c->tables[i].path : "(unreached: garbage)",
 				c->tables[i].asize, c->tables[i].hsize);
 	}
 	if (c->nprotos) {
 		fputs("closures by prototype:\n", f);
 		for (int i = 0; i < c->nprotos; i++)
-			fprintf(f, "  %12" PRIu64 " closures %10s  %s\n", (uint64_t)c->protos[i].closures,
-				human(c->protos[i].bytes, a), c->protos[i].where);
+			fprintf(f, "  %12" PRIu64 " closures %10s  %s%s%s\n",
+				(uint64_t)c->protos[i].closures, human(c->protos[i].bytes, a),
+				c->protos[i].where, c->protos[i].path[0] ? ", e.g. " : "",
+				c->protos[i].path);
 	}
 	if (c->nprefixes) {
 		fputs("strings by prefix:\n", f);
@@ -79,9 +82,10 @@ static void put_census(FILE *f, const struct census *c)
 		(uint64_t)c->g, (uint64_t)c->gc_total, (uint64_t)c->gc_total_after,
 		(uint64_t)census__counted(c), (uint64_t)c->vm_bytes);
 	fprintf(f, ", \"unreadable\": %" PRIu64 ", \"invalid\": %" PRIu64
-		", \"partial\": %s, \"seconds\": %.3f, \"types\": {", (uint64_t)c->unreadable,
+		", \"partial\": %s, \"seconds\": %.3f, \"reached\": %" PRIu64 ", \"types\": {",
+		(uint64_t)c->unreadable,
 		(uint64_t)c->invalid, c->unreadable || c->invalid || c->cut ? "true" : "false",
-		c->seconds);
+		c->seconds, (uint64_t)c->reached);
 	for (int i = 0; i < HEAP_TYPES; i++) {
 		fprintf(f, "%s\"%s\": {\"objects\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
 			i ? ", " : "", heap_type_names[i], (uint64_t)c->type[i].objects,
@@ -90,9 +94,11 @@ static void put_census(FILE *f, const struct census *c)
 	fputs("}, \"largestTables\": [", f);
 	for (int i = 0; i < c->ntables; i++) {
 		fprintf(f, "%s{\"addr\": \"0x%" PRIx64 "\", \"bytes\": %" PRIu64
-			", \"arraySlots\": %u, \"hashSlots\": %u}", i ? ", " : "",
+			", \"arraySlots\": %u, \"hashSlots\": %u, \"path\": ", i ? ", " : "",
 			(uint64_t)c->tables[i].addr, (uint64_t)c->tables[i].bytes,
 			c->tables[i].asize, c->tables[i].hsize);
+		text__put_json(f, c->tables[i].path);
+		fputs("}", f);
 	}
 	fputs("], \"closuresByPrototype\": [", f);
 	for (int i = 0; i < c->nprotos; i++) {
@@ -100,6 +106,8 @@ static void put_census(FILE *f, const struct census *c)
 			", \"where\": ", i ? ", " : "", (uint64_t)c->protos[i].closures,
 			(uint64_t)c->protos[i].bytes);
 		text__put_json(f, c->protos[i].where);
+		fputs(", \"path\": ", f);
+		text__put_json(f, c->protos[i].path);
 		fputs("}", f);
 	}
 	fputs("], \"stringsByPrefix\": [", f);

@@ -554,6 +554,7 @@ static int l_heap(lua_State *L)
 		set_number(L, "bytes", (double)c->tables[i].bytes);
 		set_number(L, "arraySlots", c->tables[i].asize);
 		set_number(L, "hashSlots", c->tables[i].hsize);
+		set_string(L, "path", c->tables[i].path);
 		lua_rawseti(L, -2, i + 1);
 	}
 	lua_setfield(L, -2, "largestTables");
@@ -563,6 +564,7 @@ static int l_heap(lua_State *L)
 		set_number(L, "closures", (double)c->protos[i].closures);
 		set_number(L, "bytes", (double)c->protos[i].bytes);
 		set_string(L, "where", c->protos[i].where);
+		set_string(L, "path", c->protos[i].path);
 		lua_rawseti(L, -2, i + 1);
 	}
 	lua_setfield(L, -2, "closuresByPrototype");
