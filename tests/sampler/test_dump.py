@@ -310,6 +310,6 @@ def test_dump_errors(privileged):
                       (["dump", "-p", "1", "-p", "2"], "dump takes one -p PID"),
                       (["dump", "-p", "1", "-o", "x"],
                        "dump writes to stdout, once: it takes -p PID and --json"),
-                      (["record", "--json", "-p", "1"], "--json is for dump")):
+                      (["record", "--json", "-p", "1"], "--json is for dump and heap")):
         r = subprocess.run([str(NUPP), *args], capture_output=True, text=True)
         assert (r.returncode, r.stderr) == (2, f"nupp-bpf: error: {msg} (see nupp-bpf --help)\n")
