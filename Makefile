@@ -60,6 +60,16 @@ $(B)/gen/min_btf.h: $(patsubst bpf/%.bpf.c,$(B)/%.bpf.o,$(BPF_SRCS)) scripts/gen
 		$(filter %.bpf.o,$^) && $(PYTHON) scripts/gen-min-btf.py $(B)/min_core.btf $@
 GEN_HEADERS += $(B)/gen/min_btf.h
 
+# System call names by number, from the C library's kernel headers (what
+# an off-CPU wait's leaf frame is named by).
+$(B)/gen/syscall_names.h:
+	$(call msg,GEN,$@)
+	$(Q)mkdir -p $(@D) && echo '#include <asm/unistd_64.h>' | $(CC) -dM -E - | \
+		awk '$$1 == "#define" && $$2 ~ /^__NR_/ && $$3 ~ /^[0-9]+$$/ \
+		     { printf "\t[%s] = \"%s\",\n", $$3, substr($$2, 6) }' | sort -t[ -k2 -n > $@.tmp && \
+		mv $@.tmp $@
+GEN_HEADERS += $(B)/gen/syscall_names.h
+
 # --- userspace ----------------------------------------------------------------
 # user/ has a folder per subsystem (README, "Architecture"); a file includes
 # another folder's header as "folder/file.h", and only from a folder below

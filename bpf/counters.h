@@ -14,7 +14,7 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
-static __always_inline void count_n(__u32 idx, __u32 n)
+static __always_inline void count_n(__u32 idx, __u64 n)
 {
 	__u64 *c = bpf_map_lookup_elem(&counters, &idx);
 

@@ -37,6 +37,8 @@ struct sampler_scratch {
 	struct vm_regs regs;
 	__s32 vmstate;			/* g->vmstate */
 	__u32 state;			/* enum nupp_state */
+	__u32 slot;			/* the counts slot the stack was counted in */
+	__u32 slot_pad;
 	__u64 start;			/* where a walk starts: a frame's base */
 	__u64 L_base, L_maxstack, L_cframe;	/* the running lua_State's */
 	__u64 first_start;		/* where the first walk started, */

@@ -130,9 +130,9 @@ struct {
 #define NUPP_COUNTERS NUPP_CNT_MAX	/* enum nupp_counter */
 #include "counters.h"
 
-static __always_inline int unresolved(enum nupp_err err)
+static __always_inline int unresolved(enum nupp_err err, __u64 w)
 {
-	count_n(NUPP_CNT_ERR + err, weight);
+	count_n(NUPP_CNT_ERR + err, w);
 	return 0;
 }
 
@@ -469,11 +469,12 @@ __noinline int announce_slot(__u32 k, const struct nupp_proc *p, struct sampler_
 	return 0;
 }
 
-/* Count one sample of sc->key in state sc->state (see struct
- * nupp_stack_slot). A new stack's frames are stored before its slot is
- * ready, so that userspace finds them for every key it sees. 0, or enum
- * nupp_err + 1. */
-static __always_inline int count_stack(const struct nupp_proc *p, struct sampler_scratch *sc)
+/* Count one sample of sc->key in state sc->state, for w (see struct
+ * nupp_stack_slot), in slot sc->slot. A new stack's frames are stored
+ * before its slot is ready, so that userspace finds them for every key it
+ * sees. 0, or enum nupp_err + 1. */
+static __always_inline int count_stack(const struct nupp_proc *p, struct sampler_scratch *sc,
+				       __u64 w)
 {
 	__u32 start = first_slot(&sc->key);
 
@@ -490,15 +491,17 @@ static __always_inline int count_stack(const struct nupp_proc *p, struct sampler
 						BPF_NOEXIST) == -7)
 				return NUPP_ERR_MAP_FULL + 1;	/* -E2BIG; the slot stays unready */
 			s->key = sc->key;
-			s->state[state_index(sc)] = weight;
+			s->state[state_index(sc)] = w;
 			__sync_lock_test_and_set(&s->ready, 1);	/* after the key */
+			sc->slot = k;
 			announce_slot(k, p, sc);
 			return 0;
 		}
 		have = (const __u64 *)&s->key;
 		if (s->ready && have[0] == want[0] && have[1] == want[1] &&
 		    have[2] == want[2] && have[3] == want[3]) {
-			__sync_fetch_and_add(&s->state[state_index(sc)], weight);
+			__sync_fetch_and_add(&s->state[state_index(sc)], w);
+			sc->slot = k;
 			return 0;
 		}
 	}
@@ -532,26 +535,27 @@ static __always_inline struct nupp_proc *proc_of(__u32 pid)
 }
 
 
-/* One sample of the target process p: the thread in sc->key (pid, tid), its
- * registers in sc->regs. */
-static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *sc)
+/* One sample of the target process p, counting for n (samples, or the
+ * nanoseconds of a wait): the thread in sc->key (pid, tid), its registers
+ * in sc->regs. 0 once counted in a stack's slot (sc->slot), else 1. */
+static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *sc, __u64 n)
 {
 	struct nupp_stack_key *key = &sc->key;
 	struct lj_walk *w;
 	int err;
 
 	if (lj_unlikely(paused)) {
-		count_n(NUPP_CNT_PAUSED, weight);
-		return 0;
+		count_n(NUPP_CNT_PAUSED, n);
+		return 1;
 	}
 	find_vm(p, sc);
 	if (lj_unlikely(!key->g)) {
-		__sync_fetch_and_add(&p->vmless, weight);
-		return unresolved(NUPP_ERR_NO_VM);
+		__sync_fetch_and_add(&p->vmless, n);
+		return unresolved(NUPP_ERR_NO_VM, n) + 1;
 	}
 	err = sample_walk(p, sc);
 	if (lj_unlikely(err))
-		return unresolved(err - 1);
+		return unresolved(err - 1, n) + 1;
 	/* Addresses derived before the walks would be live across them, and
 	 * spilled: derive them again (as in walk_steps()). */
 	asm volatile("" : "+r"(sc), "+r"(p));
@@ -562,8 +566,8 @@ static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *s
 	key->zone = 0;
 	if (p->zone_cur)
 		lj_read(&key->zone, 4, p->zone_cur);
-	err = count_stack(p, sc);
-	return err ? unresolved(err - 1) : 0;
+	err = count_stack(p, sc, n);
+	return err ? unresolved(err - 1, n) + 1 : 0;
 }
 
 /* Copies the registers the sampler reads out of pt_regs into r (map
@@ -615,7 +619,8 @@ int on_cpu_clock(struct bpf_perf_event_data *ctx)
 		VM_REGS(sc->regs, &ctx->regs);
 	else
 		VM_REGS(sc->regs, (struct pt_regs *)bpf_task_pt_regs(task));
-	return sample(p, sc);
+	sample(p, sc, weight);
+	return 0;
 }
 
 /* The scheduler tick: the hrtimer that runs it expires in hard interrupt
@@ -637,8 +642,11 @@ int BPF_PROG(on_tick, struct hrtimer *timer)
 	if (!p || !(sc = scratch_for(task, pid)))
 		return 0;
 	VM_REGS(sc->regs, (struct pt_regs *)bpf_task_pt_regs(task));
-	return sample(p, sc);
+	sample(p, sc, weight);
+	return 0;
 }
+
+#include "offcpu.h"
 
 /* Index x, tested below n (a power of two), masked as well: the compiler
  * would drop a mask it can prove idle, and the verifier may see the test

@@ -187,6 +187,27 @@ struct nupp_stack_slot {
 	__u64 ready;			/* 1 once key is complete */
 };
 
+/* Off the CPU (the sampler's off-CPU clock, bpf/offcpu.h): where a wait
+ * of a target thread was spent. The Lua stack at the switch back is the
+ * stack of counts slot `slot` (which counts the wait's nanoseconds too);
+ * the kernel side is the system call the thread was in and the wait
+ * channel, the first kernel function on its stack outside the scheduler. */
+struct nupp_wait_key {
+	__u32 slot;		/* in the counts table */
+	__u32 state;		/* enum nupp_state at the switch */
+	__s32 syscall;		/* the system call's number; -1: none (preempted in
+				 * user mode, or a fault) */
+	__u32 preempted;	/* 1: switched out runnable (--include-preempted) */
+	__u64 wchan;		/* kernel address of the wait channel, 0 unknown */
+};
+
+struct nupp_wait {
+	__u64 ns;		/* time off the CPU */
+	__u64 n;		/* waits */
+};
+
+#define NUPP_KSTACK	12	/* kernel frames searched for the wait channel */
+
 #define NUPP_MAX_TARGETS	64	/* slots found by a scan of target_tgid; later
 					 * ones, up to NUPP_MAX_PLACES, by a lookup */
 #define NUPP_TGID_GONE	0xffffffffU	/* target_tgid of a slot whose process exited

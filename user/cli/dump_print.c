@@ -113,6 +113,7 @@ void dump__print_text(const struct dump *d, FILE *out)
 static const char *const kind_names[] = {
 	[PROFILE_FRAME_LUA] = "lua", [PROFILE_FRAME_C] = "c",
 	[PROFILE_FRAME_BUILTIN] = "builtin", [PROFILE_FRAME_UNKNOWN] = "unknown",
+	[PROFILE_FRAME_KERNEL] = "kernel",
 };
 
 /* A thread's fields, as a JSON object left open for the caller's. */

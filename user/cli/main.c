@@ -83,7 +83,7 @@ enum {
 	OPT_DEPTH = 0x100, OPT_ROOT, OPT_ZONE, OPT_CLOCK, OPT_BENIGN, OPT_THREADS,
 	OPT_MAX_STACKS, OPT_SVG, OPT_NO_SUMMARY, OPT_ZONES, OPT_USAGE, OPT_VERSION, OPT_CHILDREN, OPT_FORMAT,
 	OPT_LINES, OPT_DUMPSTACK_NAMES, OPT_JSON, OPT_ROTATE, OPT_KEEP, OPT_LUAJIT, OPT_PROFILE,
-	OPT_MAX_CPU, OPT_PAUSE,
+	OPT_MAX_CPU, OPT_PAUSE, OPT_OFF_CPU, OPT_MIN_BLOCK, OPT_PREEMPTED,
 };
 
 static const struct argp_option options[] = {
@@ -94,6 +94,14 @@ static const struct argp_option options[] = {
 	{ "interval", 'i', "MS", 0, "Milliseconds between samples (instead of -F)", 1 },
 	{ "clock", OPT_CLOCK, "cpu|tick", 0, "Sampling clock: cpu-clock events at -F (default), "
 	  "or the scheduler tick (CONFIG_HZ, usually 250/s) with no added interrupts", 1 },
+	{ "off-cpu", OPT_OFF_CPU, NULL, 0, "Time off the CPU instead of samples: each wait of a "
+	  "target thread (blocked in a system call, a lock, a sleep) charged to its Lua stack, "
+	  "with the system call and the kernel function it waited in as the leaf; counts are "
+	  "microseconds", 1 },
+	{ "min-block", OPT_MIN_BLOCK, "US", 0, "With --off-cpu: leave out waits shorter than US "
+	  "microseconds (default 0: every wait)", 1 },
+	{ "include-preempted", OPT_PREEMPTED, NULL, 0, "With --off-cpu: count the time a thread "
+	  "waits for a CPU after preemption too (as [preempted])", 1 },
 	{ "depth", OPT_DEPTH, "N", 0, "Frames per stack (default 16, at most 127)", 1 },
 	{ "root", OPT_ROOT, "MODULE", 0, "Cut stacks back to their outermost frame from MODULE", 1 },
 	{ "zone", OPT_ZONE, "PREFIX", 0, "Keep only samples and aborts under this zone path", 1 },
@@ -197,6 +205,13 @@ static void check_live(const struct session_opts *o)
 	if (o->max_cpu && !(o->channels & SESSION_SAMPLE))
 		usage_error("--max-cpu lowers the sampling rate: it is for record, top and the "
 			    "default job");
+	if ((o->min_block_given || o->sampler.include_preempted) && !o->off_cpu)
+		usage_error("--min-block and --include-preempted go with --off-cpu");
+	if (o->off_cpu && !(o->channels & SESSION_SAMPLE))
+		usage_error("--off-cpu is for record, top and the default job");
+	if (o->off_cpu && (o->clock_given || o->rate_given || o->max_cpu))
+		usage_error("--off-cpu counts every wait: -F, -i, --clock and --max-cpu are for "
+			    "samples on the CPU");
 	if (o->max_cpu && o->sampler.clock == SAMPLER_CLOCK_TICK)
 		usage_error("--max-cpu lowers the cpu-clock timer's rate; the scheduler tick's "
 			    "is the kernel's");
@@ -214,6 +229,7 @@ static bool *flag_of(struct session_opts *o, int key)
 	case OPT_BENIGN:		return &o->include_benign;
 	case OPT_JSON:			return &o->json;
 	case OPT_PAUSE:			return &o->pause;
+	case OPT_PREEMPTED:		return &o->sampler.include_preempted;
 	default:			return NULL;
 	}
 }
@@ -236,12 +252,15 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case 'F':
 		o->sampler.freq_hz = parse_num("-F", arg, 1, 100000);
 		o->sampler.period_us = 0;
+		o->rate_given = true;
 		break;
 	case 'i':
 		o->sampler.period_us = parse_num("-i", arg, 1, 60000) * 1000;
 		o->sampler.freq_hz = 0;
+		o->rate_given = true;
 		break;
 	case OPT_CLOCK:
+		o->clock_given = true;
 		if (!strcmp(arg, "cpu"))
 			o->sampler.clock = SAMPLER_CLOCK_CPU;
 		else if (!strcmp(arg, "tick"))
@@ -251,6 +270,13 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_DEPTH:
 		o->sampler.depth = parse_num("--depth", arg, 1, NUPP_MAX_SHOWN);
+		break;
+	case OPT_OFF_CPU:
+		o->off_cpu = true;
+		break;
+	case OPT_MIN_BLOCK:
+		o->sampler.min_block_us = parse_num("--min-block", arg, 0, 3600L * 1000000);
+		o->min_block_given = true;
 		break;
 	case OPT_ROOT:
 		o->render.root = arg;
@@ -405,6 +431,8 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 				    "always profiled)");
 		check_live(o);
 		check_outputs(o);
+		if (o->off_cpu)
+			o->sampler.clock = SAMPLER_CLOCK_OFF_CPU;
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;

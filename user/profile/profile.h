@@ -28,6 +28,8 @@ enum profile_frame_kind {
 	PROFILE_FRAME_C,	/* a C function */
 	PROFILE_FRAME_BUILTIN,	/* a fast function or a bytecode builtin */
 	PROFILE_FRAME_UNKNOWN,	/* its memory could not be read: [unknown] */
+	PROFILE_FRAME_KERNEL,	/* the kernel side of a wait (off the CPU): its
+				 * system call and wait channel */
 };
 
 struct profile_frame {

@@ -156,7 +156,14 @@ static __u64 period_ns(const struct sampler_opts *o)
 
 	if (o->clock == SAMPLER_CLOCK_TICK)
 		return (hz = kernel_hz()) ? 1000000000ULL / hz : 0;
+	if (o->clock == SAMPLER_CLOCK_OFF_CPU)
+		return 1000;	/* a count is a microsecond waited */
 	return o->freq_hz ? 1000000000ULL / o->freq_hz : (__u64)o->period_us * 1000;
+}
+
+bool sampler__off_cpu(const struct sampler *s)
+{
+	return s->off_cpu;
 }
 
 __u64 sampler__period_ns(const struct sampler *s)
@@ -226,9 +233,10 @@ static int configure_object(struct sampler *s, const struct sampler_opts *o, cha
 	bpf_map__set_max_entries(s->skel->maps.counts, s->table_len);
 	bpf_map__set_value_size(s->skel->maps.stacks, s->frames_size);
 	bpf_map__set_max_entries(s->skel->maps.stacks, o->max_stacks);
-	bpf_program__set_autoload(o->clock == SAMPLER_CLOCK_TICK ? s->skel->progs.on_cpu_clock
-								  : s->skel->progs.on_tick, false);
-	return 0;
+	bpf_program__set_autoload(s->skel->progs.on_cpu_clock, o->clock == SAMPLER_CLOCK_CPU);
+	bpf_program__set_autoload(s->skel->progs.on_tick, o->clock == SAMPLER_CLOCK_TICK);
+	bpf_program__set_autoload(s->skel->progs.on_switch, o->clock == SAMPLER_CLOCK_OFF_CPU);
+	return o->clock == SAMPLER_CLOCK_OFF_CPU ? waits__configure(s, o, err, errsz) : 0;
 }
 
 /* Load it, and map what userspace reads and writes in place: the counts
@@ -281,6 +289,9 @@ static int attach(struct sampler *s, const struct sampler_opts *o, char *err, si
 			return -1;
 		}
 		s->nlinks = 1;
+	} else if (o->clock == SAMPLER_CLOCK_OFF_CPU) {
+		if (waits__attach(s, err, errsz))
+			return -1;
 	} else if (attach_cpu_clock(s, o, err, errsz)) {
 		return -1;
 	}
@@ -339,18 +350,21 @@ static void ch_close(struct channel *c)
 	sampler__close((struct sampler *)c);
 }
 
-static const struct channel_ops sampler_channel = {
-	.name = "sampler",
-	.add_target = ch_add_target,
-	.remove_target = ch_remove_target,
-	.target_execed = ch_target_execed,
-	.set_zones = ch_set_zones,
-	.fd = ch_fd,
-	.drain = ch_drain,
-	.poll = ch_poll,
-	.pause = ch_pause,
-	.close = ch_close,
-};
+#define SAMPLER_CHANNEL(channel_name) {					\
+	.name = channel_name,							\
+	.add_target = ch_add_target,						\
+	.remove_target = ch_remove_target,					\
+	.target_execed = ch_target_execed,					\
+	.set_zones = ch_set_zones,						\
+	.fd = ch_fd,								\
+	.drain = ch_drain,							\
+	.poll = ch_poll,							\
+	.pause = ch_pause,							\
+	.close = ch_close,							\
+}
+/* One channel by what it counts: the sampler on the CPU, and off it. */
+static const struct channel_ops sampler_channel = SAMPLER_CHANNEL("sampler");
+static const struct channel_ops off_cpu_channel = SAMPLER_CHANNEL("off-cpu");
 
 struct channel *sampler__channel(struct sampler *s)
 {
@@ -362,13 +376,16 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 	struct sampler *s = calloc(1, sizeof(*s));
 
 	if (s)
-		s->channel = (struct channel){ &sampler_channel, { .streams = true } };
+		s->channel = (struct channel){ o->clock == SAMPLER_CLOCK_OFF_CPU ? &off_cpu_channel
+										  : &sampler_channel,
+					       { .streams = true } };
 	if (!s || alloc_buffers(s, o)) {
 		snprintf(err, errsz, "out of memory");
 		sampler__close(s);
 		return NULL;
 	}
 	s->period_ns = period_ns(o);
+	s->off_cpu = o->clock == SAMPLER_CLOCK_OFF_CPU;
 	s->weight = 1;
 	s->max_shown = o->depth;
 	s->lines = o->lines;
@@ -434,6 +451,7 @@ void sampler__close(struct sampler *s)
 		munmap(s->procs, procs_bytes());
 	keymap__free(&s->seen);
 	keymap__free(&s->rendered);
+	waits__free(s);
 	profile__free(&s->rows);
 	free(s->frames);	/* with info, mapped and mkey */
 	free(s->slot_row);	/* with known and slot_map */
@@ -849,7 +867,7 @@ seen:
 /* Slot idx of the counts table holds a key: give it its row. The ring's
  * record of it, with its stack's frames and what names them, when the ring
  * announced it (else NULL). */
-static int see_slot(struct sampler *s, __u32 idx, const struct nupp_new_slot *e)
+int see_slot(struct sampler *s, __u32 idx, const struct nupp_new_slot *e)
 {
 	const struct nupp_stack_slot *slot;
 	long row, v;
@@ -1043,9 +1061,13 @@ struct profile *sampler__counts(struct sampler *s, struct sampler_stats *st)
 		}
 		if (s->rows.rows[row].unreadable)
 			st->unreadable += n;
-		for (int i = 0; i < NUPP_ST_MAX; i++)
+		for (int i = 0; i < NUPP_ST_MAX && !s->off_cpu; i++)
 			s->rows.rows[row].state[i] += c[i];
 	}
+	/* Off the CPU, the slots' stacks are the waits' Lua side: rows are
+	 * by wait, with its kernel side as their leaf. */
+	if (s->off_cpu && waits__rows(s))
+		return NULL;
 	if (getenv("NUPP_VERBOSE")) {
 		fprintf(stderr, "sampler: %zu kernel stacks, %zu mapped stacks rendered\n",
 			s->seen.used, s->rendered.used);

@@ -20,6 +20,9 @@
 enum sampler_clock {
 	SAMPLER_CLOCK_CPU,	/* a cpu-clock perf_event per CPU at the asked rate */
 	SAMPLER_CLOCK_TICK,	/* the scheduler tick (CONFIG_HZ), no extra interrupt */
+	SAMPLER_CLOCK_OFF_CPU,	/* the scheduler's switches: the time a thread spends
+				 * switched out, charged to its Lua stack then
+				 * (bpf/offcpu.h); counts are microseconds */
 };
 
 struct sampler_opts {
@@ -32,6 +35,8 @@ struct sampler_opts {
 	bool dumpstack_names;	/* C functions by address, as dumpstack names them */
 	bool no_walk_caches;	/* no GC probe, no walk caches: a run of a few ms,
 				 * whose end must not wait ~0.1 s for the probe's removal */
+	unsigned min_block_us;	/* off the CPU: shorter waits are not counted */
+	bool include_preempted;	/* off the CPU: count preemptions as waits too */
 };
 
 /* A sampler's options unless asked otherwise, for every way in: the CLI's
@@ -170,8 +175,14 @@ int sampler__slow_down(struct sampler *s);
 /* What a sample counts for now: 1, or what sampler__slow_down made it. */
 unsigned sampler__weight(const struct sampler *s);
 
+/* Whether s counts time off the CPU (SAMPLER_CLOCK_OFF_CPU): its rows end
+ * in a kernel frame (the system call and wait channel) and count
+ * microseconds, its stats nanoseconds. */
+bool sampler__off_cpu(const struct sampler *s);
+
 /* The time between two samples of a thread, 0 when unknown (the tick of a
- * kernel whose CONFIG_HZ is not on record). */
+ * kernel whose CONFIG_HZ is not on record); off the CPU, what a count is
+ * (a microsecond). */
 __u64 sampler__period_ns(const struct sampler *s);
 
 /* How many samples of process pid found no VM so far. Read before a VM

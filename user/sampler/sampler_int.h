@@ -90,6 +90,12 @@ struct sampler {
 	struct mapped_key *mkey;	/* a buffer for one */
 	struct profile rows;		/* rows with counts still 0 until collect */
 	__u64 unsymbolized_keys;
+	/* Off the CPU (waits.c): */
+	bool off_cpu;
+	struct ksyms *ksyms;		/* names the wait channels */
+	struct keymap wait_rows;	/* struct wait_row_key -> its row in rows */
+	__u64 *row_ns;			/* by row and state: nanoseconds waited */
+	size_t row_ns_cap;		/* rows it has room for */
 };
 
 /* Set one field of a listed target's entry, in place: rewriting the entry
@@ -111,5 +117,15 @@ SAMPLER_INTERNAL void disable_walk_caches(struct target *tg, bool aside);
 SAMPLER_INTERNAL void watch_new_vm(struct sampler *s, struct target *tg);
 SAMPLER_INTERNAL void forget_freed_code(struct sampler *s, struct target *tg, __u64 epoch);
 SAMPLER_INTERNAL __u64 current_epoch(struct sampler *s, struct target *tg);
+/* sampler.c: slot idx holds a key: give it its row (e: its ring record, or NULL). */
+SAMPLER_INTERNAL int see_slot(struct sampler *s, __u32 idx, const struct nupp_new_slot *e);
+/* waits.c: the kernel's side of the off-CPU clock, and its rows. */
+SAMPLER_INTERNAL int waits__configure(struct sampler *s, const struct sampler_opts *o,
+				      char *err, size_t errsz);
+SAMPLER_INTERNAL int waits__attach(struct sampler *s, char *err, size_t errsz);
+/* The rows of the waits so far: a Lua stack's row and a leaf frame of its
+ * wait's system call and wait channel, counting microseconds. 0 or -ENOMEM. */
+SAMPLER_INTERNAL int waits__rows(struct sampler *s);
+SAMPLER_INTERNAL void waits__free(struct sampler *s);
 
 #endif /* NUPP_SAMPLER_INT_H */

@@ -42,6 +42,9 @@ struct session_opts {
 	unsigned rotate;		/* record --rotate: seconds per file, 0: one file */
 	unsigned keep;			/* --keep: rotated files kept, 0: all */
 	double max_cpu;			/* --max-cpu: % of one core, 0: no ceiling */
+	bool off_cpu;			/* --off-cpu: the sampler's clock is the scheduler's
+					 * switches (sampler.clock, once parsed) */
+	bool min_block_given, clock_given, rate_given;	/* for the checks of --off-cpu */
 	const char *bad_arg;		/* the argument argp stopped at, for its error */
 	bool inspect;			/* the inspect command */
 	const char *inspect_file;	/* its FILE, NULL with -p */

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * offcpu.h - the sampler's off-CPU clock: the time a target thread spends
+ * switched out, charged to its Lua stack. Included by sampler.bpf.c, whose
+ * targets, walk and counts table it shares; a sampler opened with this
+ * clock loads these programs instead of its timers.
+ *
+ * One program, on the scheduler's switch tracepoint, which runs in the task
+ * switched out: a target thread that blocks (or, with --include-preempted,
+ * is preempted) has its Lua stack walked there, while its memory is the
+ * current one, and counted in a slot for nothing yet; when it is switched
+ * back in, the time since, if at least min_block_ns, is counted in that
+ * slot and by system call and wait channel in `waits`. (A probe where the
+ * thread comes back, finish_task_switch, would walk only the waits kept, but
+ * this kernel has no kprobes and refuses fentry there: kernel-notes/offcpu.md.)
+ */
+#ifndef NUPP_OFFCPU_H
+#define NUPP_OFFCPU_H
+
+const volatile __u64 min_block_ns;	/* --min-block */
+const volatile __u32 include_preempted;	/* --include-preempted */
+const volatile __u64 sched_text_lo, sched_text_hi;	/* the scheduler's code
+							 * (__sched_text_start..end) */
+
+/* A target thread switched out: what its wait will be charged to. */
+struct off_since {
+	__u64 ts;			/* bpf_ktime_get_ns() */
+	struct nupp_wait_key wait;	/* its stack's slot, state, kernel side */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);			/* tid, as the kernel names it */
+	__type(value, struct off_since);
+} off_since SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct nupp_wait_key);
+	__type(value, struct nupp_wait);
+} waits SEC(".maps");
+
+/* Per-CPU scratch: the kernel stack searched for the wait channel, and the
+ * entry of the thread switched out. */
+struct switch_scratch {
+	__u64 ip[NUPP_KSTACK];
+	struct off_since since;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct switch_scratch);
+} switch_scratch SEC(".maps");
+
+/* The wait channel of the task switching out (the current one): the first
+ * return address on its kernel stack past the scheduler's code, as the
+ * kernel's get_wchan() finds it (the frames before the scheduler's are the
+ * tracepoint's own); 0 unknown. */
+static __always_inline __u64 wait_channel(void *ctx, struct switch_scratch *ss)
+{
+	long got = bpf_get_stack(ctx, ss->ip, sizeof(ss->ip), 0);
+	bool in_sched = false;
+
+	for (__u32 i = 0; i < NUPP_KSTACK; i++) {
+		__u64 ip = ss->ip[i];
+		bool sched = ip >= sched_text_lo && ip < sched_text_hi;
+
+		if ((long)(i * 8) >= got)
+			break;
+		if (in_sched && !sched)
+			return ip;
+		in_sched |= sched;
+	}
+	return 0;
+}
+
+/* Charge a wait of ns to what the thread's entry names: its stack's slot
+ * (by state), and its kernel side in waits. */
+static __always_inline void charge(const struct nupp_wait_key *wk, __u64 ns)
+{
+	__u32 k = wk->slot;
+	struct nupp_stack_slot *slot = bpf_map_lookup_elem(&counts, &k);
+	struct nupp_wait one = { ns, 1 }, *have;
+
+	if (slot && wk->state < NUPP_ST_MAX)
+		__sync_fetch_and_add(&slot->state[wk->state & 7], ns);
+	have = bpf_map_lookup_elem(&waits, wk);
+	if (!have && !bpf_map_update_elem(&waits, wk, &one, BPF_NOEXIST))
+		return;
+	if (!have && !(have = bpf_map_lookup_elem(&waits, wk)))
+		return;
+	__sync_fetch_and_add(&have->ns, ns);
+	__sync_fetch_and_add(&have->n, 1);
+}
+
+/* A thread switched out (prev, the current task) and another in (next).
+ * The scheduler's switch runs in prev: a target thread that blocks (or is
+ * preempted, when those count) has its Lua stack walked here, while its
+ * memory is the current one, and its wait is noted. A target thread
+ * switched in is charged the time since. prev_state is what prev asked to
+ * be: TASK_RUNNING (0) when it was preempted. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u32 zero = 0, tid = next->pid, pid;
+	struct switch_scratch *ss = bpf_map_lookup_elem(&switch_scratch, &zero);
+	struct off_since *since = bpf_map_lookup_elem(&off_since, &tid);
+	struct sampler_scratch *sc;
+	const struct pt_regs *regs;
+	struct nupp_proc *p;
+	__u64 now = bpf_ktime_get_ns();
+
+	if (since) {
+		if (now - since->ts >= min_block_ns)
+			charge(&since->wait, now - since->ts);
+		bpf_map_delete_elem(&off_since, &tid);
+	}
+	if (!ss || (!prev_state && !include_preempted))
+		return 0;
+	pid = view_tgid(prev);
+	if (!(p = proc_of(pid)) || !(sc = scratch_for(prev, pid)))
+		return 0;
+	regs = (const struct pt_regs *)bpf_task_pt_regs(prev);
+	VM_REGS(sc->regs, regs);
+	if (sample(p, sc, 0))
+		return 0;
+	ss->since.ts = bpf_ktime_get_ns();
+	ss->since.wait.slot = sc->slot;
+	ss->since.wait.state = sc->state;
+	ss->since.wait.preempted = !prev_state;
+	ss->since.wait.syscall = (__s32)BPF_CORE_READ(regs, orig_ax);
+	if (ss->since.wait.syscall < 0)
+		ss->since.wait.syscall = -1;
+	ss->since.wait.wchan = wait_channel(ctx, ss);
+	tid = prev->pid;
+	bpf_map_update_elem(&off_since, &tid, &ss->since, BPF_ANY);
+	return 0;
+}
+
+#endif /* NUPP_OFFCPU_H */

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: MIT
+/*
+ * waits.c - the sampler's off-CPU clock, its kernel side (bpf/offcpu.h):
+ * where the scheduler's code lies, the switch-in probe, and the rows of the
+ * waits, each a Lua stack (a slot's row) with the wait's system call and
+ * wait channel as its leaf frame.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "base/ksyms.h"
+#include "sampler_int.h"
+
+static const char *const syscall_names[] = {
+#include "syscall_names.h"
+};
+
+/* What a wait's row is made of: a Lua stack's row and its kernel side. */
+struct wait_row_key {
+	long row;
+	__s32 syscall;
+	__u32 preempted;
+	__u64 wchan;
+};
+
+int waits__configure(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
+{
+	if (!(s->ksyms = ksyms__load())) {
+		snprintf(err, errsz, "cannot read /proc/kallsyms: %s", strerror(errno));
+		return -1;
+	}
+	s->skel->rodata->sched_text_lo = ksyms__addr(s->ksyms, "__sched_text_start");
+	s->skel->rodata->sched_text_hi = ksyms__addr(s->ksyms, "__sched_text_end");
+	if (!s->skel->rodata->sched_text_lo || !s->skel->rodata->sched_text_hi) {
+		snprintf(err, errsz, "cannot find the scheduler's code (__sched_text_start) in "
+			 "/proc/kallsyms: are kernel addresses hidden (kptr_restrict)?");
+		return -1;
+	}
+	s->skel->rodata->min_block_ns = (__u64)o->min_block_us * 1000;
+	s->skel->rodata->include_preempted = o->include_preempted;
+	return 0;
+}
+
+/* The scheduler's switch tracepoint: one program for switches out and in. */
+int waits__attach(struct sampler *s, char *err, size_t errsz)
+{
+	if (!(s->links = calloc(1, sizeof(*s->links)))) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	if (!(s->links[0] = bpf_program__attach(s->skel->progs.on_switch))) {
+		snprintf(err, errsz, "failed to attach to sched_switch: %s", strerror(errno));
+		return -1;
+	}
+	s->nlinks = 1;
+	return 0;
+}
+
+void waits__free(struct sampler *s)
+{
+	keymap__free(&s->wait_rows);
+	free(s->row_ns);
+	ksyms__free(s->ksyms);
+}
+
+/* The leaf frame of a wait: "read (pipe_read)", the system call and where
+ * in the kernel it waited; "[preempted]" for a thread switched out
+ * runnable. */
+static long wait_frame(struct sampler *s, const struct nupp_wait_key *wk)
+{
+	const char *wchan = ksyms__name(s->ksyms, wk->wchan);
+	const char *call = wk->syscall >= 0 &&
+			   (size_t)wk->syscall < sizeof(syscall_names) / sizeof(*syscall_names) ?
+			   syscall_names[wk->syscall] : NULL;
+	char name[160], nr[24];
+	struct profile_frame f = { .name = name, .file = "[kernel]", .kind = PROFILE_FRAME_KERNEL,
+				   .addr = wk->wchan };
+
+	if (wk->syscall >= 0 && !call) {
+		snprintf(nr, sizeof(nr), "syscall %d", wk->syscall);
+		call = nr;
+	}
+	if (wk->preempted)
+		snprintf(name, sizeof(name), "[preempted]");
+	else if (call && wchan)
+		snprintf(name, sizeof(name), "%s (%s)", call, wchan);
+	else
+		snprintf(name, sizeof(name), "%s", call ? call : wchan ? wchan : "[kernel]");
+	return profile__frame(&s->rows, &f);
+}
+
+/* The row of wait key wk, whose Lua stack is row lua: made once. */
+static long wait_row(struct sampler *s, long lua, const struct nupp_wait_key *wk)
+{
+	struct wait_row_key rk = { lua, wk->syscall, wk->preempted, wk->wchan };
+	__u32 ids[NUPP_MAX_DEPTH + 1];
+	const struct profile_row *r;
+	long row = keymap__get(&s->wait_rows, &rk, sizeof(rk)), leaf;
+
+	if (row >= 0)
+		return row;
+	if ((leaf = wait_frame(s, wk)) < 0)
+		return -1;
+	r = &s->rows.rows[lua];		/* copied: profile__add moves the rows */
+	memcpy(ids, r->frames, r->nframes * sizeof(*ids));
+	ids[r->nframes] = leaf;
+	row = profile__add(&s->rows, r->pid, r->tid, r->g, r->zone, ids, r->nframes + 1);
+	if (row < 0)
+		return -1;
+	s->rows.rows[row].unreadable = s->rows.rows[lua].unreadable;
+	return keymap__put(&s->wait_rows, &rk, sizeof(rk), row) ? -1 : row;
+}
+
+int waits__rows(struct sampler *s)
+{
+	int fd = bpf_map__fd(s->skel->maps.waits);
+	struct nupp_wait_key wk, next;
+	struct nupp_wait w;
+	bool first = true;
+
+	memset(s->row_ns, 0, s->row_ns_cap * NUPP_ST_MAX * sizeof(*s->row_ns));
+	while (!bpf_map_get_next_key(fd, first ? NULL : &wk, &next)) {
+		long lua, row;
+
+		first = false;
+		wk = next;
+		if (bpf_map_lookup_elem(fd, &wk, &w) || wk.slot >= s->table_len ||
+		    wk.state >= NUPP_ST_MAX)
+			continue;
+		if (!s->slot_row[wk.slot] && see_slot(s, wk.slot, NULL))
+			return -ENOMEM;
+		if ((lua = s->slot_row[wk.slot] - SLOT_SEEN) < 0)
+			continue;	/* unsymbolized: the stats count it */
+		if ((row = wait_row(s, lua, &wk)) < 0)
+			return -ENOMEM;
+		if ((size_t)row >= s->row_ns_cap) {
+			size_t cap = 2 * (row + 1);
+			__u64 *ns = realloc(s->row_ns, cap * NUPP_ST_MAX * sizeof(*ns));
+
+			if (!ns)
+				return -ENOMEM;
+			memset(ns + s->row_ns_cap * NUPP_ST_MAX, 0,
+			       (cap - s->row_ns_cap) * NUPP_ST_MAX * sizeof(*ns));
+			s->row_ns = ns;
+			s->row_ns_cap = cap;
+		}
+		s->row_ns[row * NUPP_ST_MAX + wk.state] += w.ns;
+	}
+	/* Each row's microseconds, rounded from its nanoseconds' sum. */
+	for (size_t r = 0; r < s->rows.nrows && r < s->row_ns_cap; r++)
+		for (int i = 0; i < NUPP_ST_MAX; i++)
+			s->rows.rows[r].state[i] = (s->row_ns[r * NUPP_ST_MAX + i] + 500) / 1000;
+	return 0;
+}
