@@ -86,6 +86,10 @@ static __always_inline void charge(const struct nupp_wait_key *wk, __u64 ns)
 	struct nupp_stack_slot *slot = bpf_map_lookup_elem(&counts, &k);
 	struct nupp_wait one = { ns, 1 }, *have;
 
+	if (k == NUPP_WAIT_UNCOUNTED) {	/* in the counter the walk's failure went to */
+		count_n(wk->state, ns);
+		return;
+	}
 	if (slot && wk->state < NUPP_ST_MAX)
 		__sync_fetch_and_add(&slot->state[wk->state & 7], ns);
 	have = bpf_map_lookup_elem(&waits, wk);
@@ -114,6 +118,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	const struct pt_regs *regs;
 	struct nupp_proc *p;
 	__u64 now = bpf_ktime_get_ns();
+	int ret;
 
 	if (since) {
 		if (now - since->ts >= min_block_ns)
@@ -127,11 +132,10 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		return 0;
 	regs = (const struct pt_regs *)bpf_task_pt_regs(prev);
 	VM_REGS(sc->regs, regs);
-	if (sample(p, sc, 0))
-		return 0;
+	ret = sample(p, sc, 0);
 	ss->since.ts = bpf_ktime_get_ns();
-	ss->since.wait.slot = sc->slot;
-	ss->since.wait.state = sc->state;
+	ss->since.wait.slot = ret ? NUPP_WAIT_UNCOUNTED : sc->slot;
+	ss->since.wait.state = ret ? ret - 1 : sc->state;
 	ss->since.wait.preempted = !prev_state;
 	ss->since.wait.syscall = (__s32)BPF_CORE_READ(regs, orig_ax);
 	if (ss->since.wait.syscall < 0)

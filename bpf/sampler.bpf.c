@@ -133,7 +133,7 @@ struct {
 static __always_inline int unresolved(enum nupp_err err, __u64 w)
 {
 	count_n(NUPP_CNT_ERR + err, w);
-	return 0;
+	return NUPP_CNT_ERR + err + 1;
 }
 
 /* Is g a global_State? Its main thread must point back at it (G(mainthread) == g). */
@@ -537,7 +537,8 @@ static __always_inline struct nupp_proc *proc_of(__u32 pid)
 
 /* One sample of the target process p, counting for n (samples, or the
  * nanoseconds of a wait): the thread in sc->key (pid, tid), its registers
- * in sc->regs. 0 once counted in a stack's slot (sc->slot), else 1. */
+ * in sc->regs. 0 once counted in a stack's slot (sc->slot), else the
+ * counter it was counted in (enum nupp_counter) + 1. */
 static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *sc, __u64 n)
 {
 	struct nupp_stack_key *key = &sc->key;
@@ -546,16 +547,16 @@ static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *s
 
 	if (lj_unlikely(paused)) {
 		count_n(NUPP_CNT_PAUSED, n);
-		return 1;
+		return NUPP_CNT_PAUSED + 1;
 	}
 	find_vm(p, sc);
 	if (lj_unlikely(!key->g)) {
 		__sync_fetch_and_add(&p->vmless, n);
-		return unresolved(NUPP_ERR_NO_VM, n) + 1;
+		return unresolved(NUPP_ERR_NO_VM, n);
 	}
 	err = sample_walk(p, sc);
 	if (lj_unlikely(err))
-		return unresolved(err - 1, n) + 1;
+		return unresolved(err - 1, n);
 	/* Addresses derived before the walks would be live across them, and
 	 * spilled: derive them again (as in walk_steps()). */
 	asm volatile("" : "+r"(sc), "+r"(p));
@@ -567,7 +568,7 @@ static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *s
 	if (p->zone_cur)
 		lj_read(&key->zone, 4, p->zone_cur);
 	err = count_stack(p, sc, n);
-	return err ? unresolved(err - 1, n) + 1 : 0;
+	return err ? unresolved(err - 1, n) : 0;
 }
 
 /* Copies the registers the sampler reads out of pt_regs into r (map

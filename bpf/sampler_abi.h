@@ -193,7 +193,9 @@ struct nupp_stack_slot {
  * the kernel side is the system call the thread was in and the wait
  * channel, the first kernel function on its stack outside the scheduler. */
 struct nupp_wait_key {
-	__u32 slot;		/* in the counts table */
+	__u32 slot;		/* in the counts table; NUPP_WAIT_UNCOUNTED: the
+				 * walk failed, and state is the counter
+				 * (enum nupp_counter) it was counted in */
 	__u32 state;		/* enum nupp_state at the switch */
 	__s32 syscall;		/* the system call's number; -1: none (preempted in
 				 * user mode, or a fault) */
@@ -206,6 +208,7 @@ struct nupp_wait {
 	__u64 n;		/* waits */
 };
 
+#define NUPP_WAIT_UNCOUNTED	0xffffffffU
 #define NUPP_KSTACK	12	/* kernel frames searched for the wait channel */
 
 #define NUPP_MAX_TARGETS	64	/* slots found by a scan of target_tgid; later

@@ -443,6 +443,11 @@ static void put_subtitle(struct svg_out *out, const struct profile *p, __u64 tot
 	out_printf(out, "<text class=\"sub\" x=\"%.0f\" y=\"46\" text-anchor=\"middle\">", WIDTH / 2);
 	if (p->duration_ns)
 		out_printf(out, "%.1f s%s, ", p->duration_ns / 1e9, when);
+	if (p->measure == PROFILE_OFF_CPU) {
+		out_printf(out, "%.3f s off the CPU", total / 1e6);
+		out_str(out, "</text>\n");
+		return;
+	}
 	out_printf(out, "%llu samples", (unsigned long long)total);
 	if (p->period_ns)
 		out_printf(out, " at %.4g Hz", 1e9 / p->period_ns);
@@ -521,8 +526,9 @@ int flamegraph__write(const struct profile *p, const struct render_opts *o, FILE
 	c.total = root->total;
 	height = TOP + c.depth * ROW + FOOT;
 	put_header(out, p, root, height);
-	out_printf(out, "<g id=\"frames\" data-x=\"%.0f\" data-w=\"%.0f\" data-total=\"%llu\">\n", PAD,
-		WIDTH - 2 * PAD, (unsigned long long)root->total);
+	out_printf(out, "<g id=\"frames\" data-x=\"%.0f\" data-w=\"%.0f\" data-total=\"%llu\" "
+		   "data-unit=\"%s\">\n", PAD, WIDTH - 2 * PAD, (unsigned long long)root->total,
+		   profile__unit(p));
 	if (root->total)
 		draw(&c, root, 0, 0);
 	out_str(out, "</g>\n");

@@ -16,6 +16,7 @@
 	var doc = document, area = doc.getElementById("frames");
 	var X0 = +area.getAttribute("data-x"), W = +area.getAttribute("data-w");
 	var TOTAL = +area.getAttribute("data-total");
+	var UNIT = area.getAttribute("data-unit") || "samples";	// what a count is
 	var STATES = ["compiled", "interpreted", "C", "GC", "compiling"];
 	var frames = Array.prototype.slice.call(area.getElementsByTagName("g"));
 	var details = doc.getElementById("details"), hint = details.textContent;
@@ -123,7 +124,7 @@
 			if (hit)
 				hits.push({ o: +attr(g, "o"), s: +attr(g, "s"), l: +attr(g, "l") });
 		});
-		matched.textContent = "Matched " + pct(matchedSamples(hits), TOTAL) + " of the samples: /" +
+		matched.textContent = "Matched " + pct(matchedSamples(hits), TOTAL) + " of the " + UNIT + ": /" +
 			p + "/";
 		searchBtn.textContent = "Reset search";
 	}
@@ -168,7 +169,7 @@
 	function show(g) {
 		var s = +attr(g, "s"), words = split(g);
 
-		details.textContent = attr(g, "n") + ": " + s + " samples (" + pct(s, TOTAL) + "), " +
+		details.textContent = attr(g, "n") + ": " + s + " " + UNIT + " (" + pct(s, TOTAL) + "), " +
 			words;
 	}
 

@@ -81,16 +81,21 @@ static int value_type(struct builder *b, pb_value_type *v, const char *type, con
 }
 
 /* Sample types (samples/count, and cpu/nanoseconds when the period is
- * known), the period, when and how long, and as comments the title and
- * what recording it cost. */
+ * known; off the CPU, off_cpu/nanoseconds alone), the period, when and how
+ * long, and as comments the title and what recording it cost. */
 static int add_header(struct builder *b, const struct profile *p)
 {
 	pb_profile *m = &b->msg;
 	const char *comments[] = { p->title, p->cost };
 	int n = p->period_ns ? 2 : 1, err = 0;
 
-	err |= value_type(b, &b->types[0], "samples", "count");
-	if (p->period_ns) {
+	if (p->measure == PROFILE_OFF_CPU) {
+		n = 1;
+		err |= value_type(b, &b->types[0], "off_cpu", "nanoseconds");
+	} else {
+		err |= value_type(b, &b->types[0], "samples", "count");
+	}
+	if (p->period_ns && p->measure != PROFILE_OFF_CPU) {
 		err |= value_type(b, &b->types[1], "cpu", "nanoseconds");
 		err |= value_type(b, &b->period_type, "cpu", "nanoseconds");
 		m->period_type = &b->period_type;
@@ -294,6 +299,8 @@ static int add_sample(struct builder *b, const struct profile *p, const struct p
 	*ids += sm->n_location_id;
 	v[0] = r->state[state];
 	v[1] = r->state[state] * p->period_ns;
+	if (p->measure == PROFILE_OFF_CPU)
+		v[0] = v[1];
 	sm->value = v;
 	sm->n_value = b->msg.n_sample_type;
 	if (add_labels(b, sm, r, o, state))

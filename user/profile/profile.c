@@ -228,6 +228,11 @@ int profile__set_cost(struct profile *p, const char *cost)
 	return replace_string(&p->cost, cost);
 }
 
+const char *profile__unit(const struct profile *p)
+{
+	return p->measure == PROFILE_OFF_CPU ? "µs off-CPU" : "samples";
+}
+
 __u64 profile_row__count(const struct profile_row *r)
 {
 	__u64 n = 0;

@@ -44,6 +44,12 @@ struct profile_frame {
 	enum profile_frame_kind kind;
 };
 
+/* What a profile's counts are. */
+enum profile_measure {
+	PROFILE_SAMPLES,	/* samples on the CPU, period_ns apart */
+	PROFILE_OFF_CPU,	/* microseconds off the CPU (period_ns 1000) */
+};
+
 struct profile_row {
 	__u32 pid, tid;
 	__u64 g;			/* global_State of the VM */
@@ -66,8 +72,13 @@ struct profile {
 					 * (rotated files: a fleet watches it) */
 	__u64 time_ns;			/* when recording started, since the epoch */
 	__u64 duration_ns;		/* how long it recorded */
-	__u64 period_ns;		/* between two samples of a thread, 0 unknown */
+	__u64 period_ns;		/* between two samples of a thread, 0 unknown;
+					 * off the CPU, what a count is */
+	enum profile_measure measure;
 };
+
+/* What a count of p is, in words: "samples", or "µs off-CPU". */
+const char *profile__unit(const struct profile *p);
 
 struct render_opts {
 	const char *root;		/* module to cut stacks back to, or NULL */

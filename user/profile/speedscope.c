@@ -29,6 +29,7 @@ struct writer {
 	long nframes;			/* shared frames so far */
 	const struct profile_row **rows;	/* kept rows, in file order */
 	size_t nrows;
+	const char *unit;		/* speedscope's: "none" (samples), "microseconds" */
 };
 
 static int thread_cmp(const struct profile_row *x, const struct profile_row *y)
@@ -160,8 +161,8 @@ static void put_profile(struct writer *w, size_t from, size_t to)
 	fputs(from ? ",\n{\"type\":\"sampled\",\"name\":" : "\n{\"type\":\"sampled\",\"name\":",
 	      w->out);
 	put_profile_name(w, from < to ? w->rows[from] : NULL);
-	fprintf(w->out, ",\"unit\":\"none\",\"startValue\":0,\"endValue\":%llu,\n\"samples\":[",
-		(unsigned long long)total);
+	fprintf(w->out, ",\"unit\":\"%s\",\"startValue\":0,\"endValue\":%llu,\n\"samples\":[",
+		w->unit, (unsigned long long)total);
 	for (size_t i = from; i < to; i++) {
 		fputs(i > from ? ",\n" : "\n", w->out);
 		put_stack(w, w->rows[i]);
@@ -193,7 +194,8 @@ static void put_profiles(struct writer *w)
 
 int speedscope__write(const struct profile *p, const struct render_opts *o, FILE *out)
 {
-	struct writer w = { .p = p, .o = o, .out = out };
+	struct writer w = { .p = p, .o = o, .out = out,
+			    .unit = p->measure == PROFILE_OFF_CPU ? "microseconds" : "none" };
 	int ret = -1;
 
 	if (sort_rows(&w))

@@ -998,6 +998,7 @@ static int copy_rows(struct sampler *s, struct profile *p)
 		p->rows[at].unreadable = r->unreadable;
 	}
 	p->period_ns = s->period_ns;
+	p->measure = s->off_cpu ? PROFILE_OFF_CPU : PROFILE_SAMPLES;
 	ret = 0;
 out:
 	free(id);
@@ -1066,7 +1067,7 @@ struct profile *sampler__counts(struct sampler *s, struct sampler_stats *st)
 	}
 	/* Off the CPU, the slots' stacks are the waits' Lua side: rows are
 	 * by wait, with its kernel side as their leaf. */
-	if (s->off_cpu && waits__rows(s))
+	if (s->off_cpu && waits__rows(s, st))
 		return NULL;
 	if (getenv("NUPP_VERBOSE")) {
 		fprintf(stderr, "sampler: %zu kernel stacks, %zu mapped stacks rendered\n",
@@ -1104,6 +1105,7 @@ int sampler__take(struct sampler *s, struct profile *p, struct sampler_stats *st
 		return -ENOMEM;
 	*p = s->rows;
 	p->period_ns = s->period_ns;
+	p->measure = s->off_cpu ? PROFILE_OFF_CPU : PROFILE_SAMPLES;
 	s->rows = (struct profile){ 0 };
 	return 0;
 }

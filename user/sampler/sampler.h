@@ -68,6 +68,8 @@ struct sampler_stats {
 					 * map (in code the trace called, trace gone) */
 	unsigned weight;		/* what a sample counts for at the end: 1, or
 					 * more once --max-cpu lowered the rate */
+	__u64 waits;			/* off the CPU: waits counted in rows (the
+					 * counts above are then nanoseconds) */
 };
 
 struct sampler;

@@ -125,7 +125,7 @@ SAMPLER_INTERNAL int waits__configure(struct sampler *s, const struct sampler_op
 SAMPLER_INTERNAL int waits__attach(struct sampler *s, char *err, size_t errsz);
 /* The rows of the waits so far: a Lua stack's row and a leaf frame of its
  * wait's system call and wait channel, counting microseconds. 0 or -ENOMEM. */
-SAMPLER_INTERNAL int waits__rows(struct sampler *s);
+SAMPLER_INTERNAL int waits__rows(struct sampler *s, struct sampler_stats *st);
 SAMPLER_INTERNAL void waits__free(struct sampler *s);
 
 #endif /* NUPP_SAMPLER_INT_H */

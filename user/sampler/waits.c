@@ -115,7 +115,7 @@ static long wait_row(struct sampler *s, long lua, const struct nupp_wait_key *wk
 	return keymap__put(&s->wait_rows, &rk, sizeof(rk), row) ? -1 : row;
 }
 
-int waits__rows(struct sampler *s)
+int waits__rows(struct sampler *s, struct sampler_stats *st)
 {
 	int fd = bpf_map__fd(s->skel->maps.waits);
 	struct nupp_wait_key wk, next;
@@ -149,6 +149,7 @@ int waits__rows(struct sampler *s)
 			s->row_ns_cap = cap;
 		}
 		s->row_ns[row * NUPP_ST_MAX + wk.state] += w.ns;
+		st->waits += w.n;
 	}
 	/* Each row's microseconds, rounded from its nanoseconds' sum. */
 	for (size_t r = 0; r < s->rows.nrows && r < s->row_ns_cap; r++)

@@ -33,7 +33,8 @@ static bool blind(const struct run *r, const struct sampler_stats *st)
 	double cpu_s = 0, period_s = sampler__period_ns(r->sampler) * 1e-9;
 	long hz = sysconf(_SC_CLK_TCK);
 
-	if (st->samples || period_s <= 0 || hz <= 0)
+	/* Off the CPU, a program that ran without waiting waited for nothing. */
+	if (st->samples || period_s <= 0 || hz <= 0 || sampler__off_cpu(r->sampler))
 		return false;
 	for (int i = 0; i < r->targets.n; i++) {
 		const struct place *pl = r->targets.places[i];

@@ -30,12 +30,19 @@ static void sample_counts(const struct profile *p, const struct render_opts *ro,
 		"compiled", "interpreted", "C", "GC", "compiling",
 	};
 	__u64 state[NUPP_ST_MAX], total = 0, bad = 0, outside;
+	bool off_cpu = p->measure == PROFILE_OFF_CPU;
+	const char *unit = off_cpu ? "µs" : "samples";
+	__u64 div = off_cpu ? 1000 : 1;
 
 	profile__totals(p, ro, state);
 	for (int i = 0; i < NUPP_ST_MAX; i++)
 		total += state[i];
-	fprintf(stderr, "nupp-bpf: %.1f s, %llu samples, %ld stacks\n", seconds,
-		(unsigned long long)total, stacks);
+	if (off_cpu)
+		fprintf(stderr, "nupp-bpf: %.1f s, %.3f s off the CPU in %llu waits, %ld stacks\n",
+			seconds, total / 1e6, (unsigned long long)st->waits, stacks);
+	else
+		fprintf(stderr, "nupp-bpf: %.1f s, %llu samples, %ld stacks\n", seconds,
+			(unsigned long long)total, stacks);
 	if (st->weight > 1)
 		fprintf(stderr, "  --max-cpu: sampled at 1/%u of the rate asked at the end; each "
 			"sample since counted for %u, so counts are samples at the rate asked\n",
@@ -49,42 +56,40 @@ static void sample_counts(const struct profile *p, const struct render_opts *ro,
 	/* A thread with no function on its Lua stack runs the program's own
 	 * code (an nginx worker between requests), and one of a process with
 	 * no VM yet, or with its VM closed, its start-up or its end: not
-	 * failures to resolve. */
+	 * failures to resolve. Off the CPU, the stats count nanoseconds:
+	 * said in microseconds. */
+#define N(x)	((unsigned long long)((x) / div))
 	outside = st->unresolved[NUPP_ERR_NO_FRAME] + st->before_vm + st->thread_no_vm +
 		  st->unresolved[NUPP_ERR_VM_CLOSED];
 	if (outside)
-		fprintf(stderr, "  outside Lua: %llu of %llu samples (no function on the thread's "
+		fprintf(stderr, "  outside Lua: %llu of %llu %s (no function on the thread's "
 			"Lua stack: the program's own code; %llu before the process had a VM, "
 			"%llu on threads in no VM, %llu after it closed it)\n",
-			(unsigned long long)outside, (unsigned long long)(st->samples - st->paused),
-			(unsigned long long)st->before_vm, (unsigned long long)st->thread_no_vm,
-			(unsigned long long)st->unresolved[NUPP_ERR_VM_CLOSED]);
+			N(outside), N(st->samples - st->paused), unit, N(st->before_vm),
+			N(st->thread_no_vm), N(st->unresolved[NUPP_ERR_VM_CLOSED]));
 	for (int i = 0; i < NUPP_ERR_MAX; i++)
 		bad += outside_lua(i) ? 0 : st->unresolved[i];
 	if (bad || st->unsymbolized) {
-		fprintf(stderr, "  unresolved: %llu of %llu samples (",
-			(unsigned long long)(bad + st->unsymbolized),
-			(unsigned long long)(st->samples - st->paused));
+		fprintf(stderr, "  unresolved: %llu of %llu %s (", N(bad + st->unsymbolized),
+			N(st->samples - st->paused), unit);
 		for (int i = 0; i < NUPP_ERR_MAX; i++)
 			if (st->unresolved[i] && !outside_lua(i))
-				fprintf(stderr, "%s %llu, ", sampler__err_name(i),
-					(unsigned long long)st->unresolved[i]);
-		fprintf(stderr, "target gone before symbolization %llu)\n",
-			(unsigned long long)st->unsymbolized);
+				fprintf(stderr, "%s %llu, ", sampler__err_name(i), N(st->unresolved[i]));
+		fprintf(stderr, "target gone before symbolization %llu)\n", N(st->unsymbolized));
 	}
 	if (st->unreadable)
-		fprintf(stderr, "  %llu samples have frames that could not be read ([unknown])\n",
-			(unsigned long long)st->unreadable);
+		fprintf(stderr, "  %llu %s have frames that could not be read ([unknown])\n",
+			N(st->unreadable), unit);
 	if (st->truncated)
-		fprintf(stderr, "  %llu samples had deeper stacks than --depth %u\n",
-			(unsigned long long)st->truncated, depth);
+		fprintf(stderr, "  %llu %s had deeper stacks than --depth %u\n", N(st->truncated),
+			unit, depth);
 	/* The others ran code their trace called (a C helper, the exit
 	 * handler), or their trace was gone before they were symbolized: their
 	 * leaf is the trace's base frame. */
 	if (st->trace_compiled)
-		fprintf(stderr, "  compiled: %llu of %llu samples mapped through their trace's "
-			"snapshots\n", (unsigned long long)st->trace_mapped,
-			(unsigned long long)st->trace_compiled);
+		fprintf(stderr, "  compiled: %llu of %llu %s mapped through their trace's "
+			"snapshots\n", N(st->trace_mapped), N(st->trace_compiled), unit);
+#undef N
 }
 
 /* The first five collapsed stacks, long ones cut. */
