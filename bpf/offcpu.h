@@ -80,14 +80,20 @@ static __always_inline __u64 wait_channel(void *ctx, struct switch_scratch *ss)
 
 /* Charge a wait of ns to what the thread's entry names: its stack's slot
  * (by state), and its kernel side in waits. */
-static __always_inline void charge(const struct nupp_wait_key *wk, __u64 ns)
+static __always_inline void charge(struct task_struct *task, const struct nupp_wait_key *wk,
+				   __u64 ns)
 {
 	__u32 k = wk->slot;
 	struct nupp_stack_slot *slot = bpf_map_lookup_elem(&counts, &k);
 	struct nupp_wait one = { ns, 1 }, *have;
+	struct nupp_proc *p;
 
 	if (k == NUPP_WAIT_UNCOUNTED) {	/* in the counter the walk's failure went to */
 		count_n(wk->state, ns);
+		/* and, found no VM, by process as sample() counts it: userspace
+		 * tells a thread in no VM from one whose VM it had not found. */
+		if (wk->state == NUPP_CNT_ERR + NUPP_ERR_NO_VM && (p = proc_of(view_tgid(task))))
+			__sync_fetch_and_add(&p->vmless, ns);
 		return;
 	}
 	if (slot && wk->state < NUPP_ST_MAX)
@@ -122,7 +128,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 
 	if (since) {
 		if (now - since->ts >= min_block_ns)
-			charge(&since->wait, now - since->ts);
+			charge(next, &since->wait, now - since->ts);
 		bpf_map_delete_elem(&off_since, &tid);
 	}
 	if (!ss || (!prev_state && !include_preempted))
