@@ -21,17 +21,35 @@ const volatile __u64 min_block_ns;	/* --min-block */
 const volatile __u32 include_preempted;	/* --include-preempted */
 const volatile __u64 sched_text_lo, sched_text_hi;	/* the scheduler's code
 							 * (__sched_text_start..end) */
+/* One switch out in this many is walked and noted, its wait counting for as
+ * many: set by userspace when target threads switch so often that a walk
+ * of each would cost them too much (waits__poll); 1: every one. */
+volatile __u32 switch_every = 1;
 
 /* A target thread switched out: what its wait will be charged to. */
 struct off_since {
-	__u64 ts;			/* bpf_ktime_get_ns() */
+	__u64 ts;			/* bpf_ktime_get_ns(); 0: none pending */
 	struct nupp_wait_key wait;	/* its stack's slot, state, kernel side */
+	__u64 weight;			/* what the wait counts for: switch_every then */
 };
 
+/* Switches out of target threads walked (per CPU, index 0): userspace
+ * reads their rate, times switch_every, to set switch_every. Counted where
+ * a walk is, not on every switch: a map lookup less there. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);			/* tid, as the kernel names it */
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} walked SEC(".maps");
+
+/* In the task itself (task-local storage): a pointer away, where a hash
+ * lookup for the task switched in, on every switch of the machine, cost
+ * more than the rest of the program's fast path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct off_since);
 } off_since SEC(".maps");
 
@@ -81,13 +99,15 @@ static __always_inline __u64 wait_channel(void *ctx, struct switch_scratch *ss)
 /* Charge a wait of ns to what the thread's entry names: its stack's slot
  * (by state), and its kernel side in waits. */
 static __always_inline void charge(struct task_struct *task, const struct nupp_wait_key *wk,
-				   __u64 ns)
+				   __u64 ns, __u64 weight)
 {
 	__u32 k = wk->slot;
 	struct nupp_stack_slot *slot = bpf_map_lookup_elem(&counts, &k);
-	struct nupp_wait one = { ns, 1 }, *have;
+	struct nupp_wait one, *have;
 	struct nupp_proc *p;
 
+	ns *= weight;
+	one = (struct nupp_wait){ ns, weight };
 	if (k == NUPP_WAIT_UNCOUNTED) {	/* in the counter the walk's failure went to */
 		count_n(wk->state, ns);
 		/* and, found no VM, by process as sample() counts it: userspace
@@ -104,7 +124,7 @@ static __always_inline void charge(struct task_struct *task, const struct nupp_w
 	if (!have && !(have = bpf_map_lookup_elem(&waits, wk)))
 		return;
 	__sync_fetch_and_add(&have->ns, ns);
-	__sync_fetch_and_add(&have->n, 1);
+	__sync_fetch_and_add(&have->n, weight);
 }
 
 /* A thread switched out (prev, the current task) and another in (next).
@@ -117,24 +137,32 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	__u32 zero = 0, tid = next->pid, pid;
-	struct switch_scratch *ss = bpf_map_lookup_elem(&switch_scratch, &zero);
-	struct off_since *since = bpf_map_lookup_elem(&off_since, &tid);
+	__u32 zero = 0, pid;
+	struct switch_scratch *ss;
+	struct off_since *since = bpf_task_storage_get(&off_since, next, 0, 0);
 	struct sampler_scratch *sc;
 	const struct pt_regs *regs;
 	struct nupp_proc *p;
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = bpf_ktime_get_ns(), *n;
+	__u32 every;
 	int ret;
 
-	if (since) {
+	if (since && since->ts) {
 		if (now - since->ts >= min_block_ns)
-			charge(next, &since->wait, now - since->ts);
-		bpf_map_delete_elem(&off_since, &tid);
+			charge(next, &since->wait, now - since->ts, since->weight);
+		since->ts = 0;
 	}
-	if (!ss || (!prev_state && !include_preempted))
+	if (!prev_state && !include_preempted)
 		return 0;
 	pid = view_tgid(prev);
-	if (!(p = proc_of(pid)) || !(sc = scratch_for(prev, pid)))
+	if (!(p = proc_of(pid)))
+		return 0;
+	every = switch_every;
+	if (every > 1 && bpf_get_prandom_u32() % every)
+		return 0;
+	if ((n = bpf_map_lookup_elem(&walked, &zero)))
+		*n += 1;
+	if (!(sc = scratch_for(prev, pid)) || !(ss = bpf_map_lookup_elem(&switch_scratch, &zero)))
 		return 0;
 	regs = (const struct pt_regs *)bpf_task_pt_regs(prev);
 	VM_REGS(sc->regs, regs);
@@ -147,8 +175,10 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (ss->since.wait.syscall < 0)
 		ss->since.wait.syscall = -1;
 	ss->since.wait.wchan = wait_channel(ctx, ss);
-	tid = prev->pid;
-	bpf_map_update_elem(&off_since, &tid, &ss->since, BPF_ANY);
+	ss->since.weight = every;
+	since = bpf_task_storage_get(&off_since, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (since)
+		*since = ss->since;
 	return 0;
 }
 

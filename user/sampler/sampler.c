@@ -937,6 +937,8 @@ int sampler__poll(struct sampler *s)
 		codemap__age(s->targets[i]->code);
 		tracemap__poll(s->targets[i]->tm);
 	}
+	if (s->off_cpu)
+		waits__poll(s);
 	ret = sampler__drain(s);
 	return ret < 0 ? ret : 0;
 }

@@ -70,6 +70,8 @@ struct sampler_stats {
 					 * more once --max-cpu lowered the rate */
 	__u64 waits;			/* off the CPU: waits counted in rows (the
 					 * counts above are then nanoseconds) */
+	unsigned switch_every;		/* off the CPU: 1, or one switch in this many
+					 * was walked at some time, counting for as many */
 };
 
 struct sampler;

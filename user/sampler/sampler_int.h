@@ -96,6 +96,10 @@ struct sampler {
 	struct keymap wait_rows;	/* struct wait_row_key -> its row in rows */
 	__u64 *row_ns;			/* by row and state: nanoseconds waited */
 	size_t row_ns_cap;		/* rows it has room for */
+	unsigned switch_every;		/* one switch out in this many is walked (0: 1) */
+	unsigned switch_every_max;	/* the largest so far */
+	__u64 switches_seen;		/* target switches out walked, at switches_at */
+	double switches_at;		/* when (CLOCK_MONOTONIC, s); 0 never */
 };
 
 /* Set one field of a listed target's entry, in place: rewriting the entry
@@ -127,5 +131,8 @@ SAMPLER_INTERNAL int waits__attach(struct sampler *s, char *err, size_t errsz);
  * wait's system call and wait channel, counting microseconds. 0 or -ENOMEM. */
 SAMPLER_INTERNAL int waits__rows(struct sampler *s, struct sampler_stats *st);
 SAMPLER_INTERNAL void waits__free(struct sampler *s);
+/* Once a second: the rate target threads switch out at, and from it how
+ * many of those switches the kernel walks (switch_every). */
+SAMPLER_INTERNAL void waits__poll(struct sampler *s);
 
 #endif /* NUPP_SAMPLER_INT_H */

@@ -13,6 +13,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "base/ksyms.h"
+#include "base/util.h"
 #include "sampler_int.h"
 
 static const char *const syscall_names[] = {
@@ -58,6 +59,45 @@ int waits__attach(struct sampler *s, char *err, size_t errsz)
 	}
 	s->nlinks = 1;
 	return 0;
+}
+
+/* Walks of switching threads a second, at most: a walk and its kernel
+ * stack cost a switch ~2.5 us (kernel-notes/offcpu.md), so these cost the
+ * targets at most 5 ms of CPU a second. Above, one switch in a power of two
+ * is walked and counts for as many: an unbiased estimate of each stack's
+ * time, whose error shrinks with the waits it sees. */
+#define WALKS_PER_S_MAX		2000
+#define SWITCH_EVERY_MAX	1024
+
+void waits__poll(struct sampler *s)
+{
+	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(s->skel->maps.walked);
+	__u64 vals[ncpu], seen = 0;
+	double now = monotonic_s(), rate;
+	__u32 zero = 0;
+	unsigned every = 1;
+
+	if (s->switches_at && now - s->switches_at < 1.0)
+		return;
+	if (bpf_map_lookup_elem(fd, &zero, vals))
+		return;
+	for (int i = 0; i < ncpu; i++)
+		seen += vals[i];
+	if (s->switches_at) {
+		/* Switches out a second: those walked, each one of switch_every. */
+		rate = (seen - s->switches_seen) * (double)(s->switch_every ? s->switch_every : 1) /
+		       (now - s->switches_at);
+		while (every < SWITCH_EVERY_MAX && rate / every > WALKS_PER_S_MAX)
+			every *= 2;
+		if (every != (s->switch_every ? s->switch_every : 1)) {
+			s->switch_every = every;
+			__atomic_store_n(&s->skel->data->switch_every, every, __ATOMIC_RELEASE);
+		}
+		if (every > s->switch_every_max)
+			s->switch_every_max = every;
+	}
+	s->switches_seen = seen;
+	s->switches_at = now;
 }
 
 void waits__free(struct sampler *s)
@@ -150,6 +190,7 @@ int waits__rows(struct sampler *s, struct sampler_stats *st)
 		}
 		s->row_ns[row * NUPP_ST_MAX + wk.state] += w.ns;
 		st->waits += w.n;
+		st->switch_every = s->switch_every_max ? s->switch_every_max : 1;
 	}
 	/* Each row's microseconds, rounded from its nanoseconds' sum. */
 	for (size_t r = 0; r < s->rows.nrows && r < s->row_ns_cap; r++)

@@ -43,6 +43,9 @@ static void sample_counts(const struct profile *p, const struct render_opts *ro,
 	else
 		fprintf(stderr, "nupp-bpf: %.1f s, %llu samples, %ld stacks\n", seconds,
 			(unsigned long long)total, stacks);
+	if (off_cpu && st->switch_every > 1)
+		fprintf(stderr, "  target threads switched so often that one switch in up to %u was "
+			"walked, its wait counting for as many (an estimate)\n", st->switch_every);
 	if (st->weight > 1)
 		fprintf(stderr, "  --max-cpu: sampled at 1/%u of the rate asked at the end; each "
 			"sample since counted for %u, so counts are samples at the rate asked\n",
