@@ -35,6 +35,10 @@ bench: $(B)/nupp-bpf lua $(BENCH_UNSEEN) $(B)/tests/luahost
 	$(Q)$(PYTHON) scripts/doc-section.py bench-check \
 		"\`nupp-bpf check\`: lines of Lua read per second on one core (\`scripts/bench-check.py\`)" \
 		$(PYTHON) scripts/bench-check.py --luajit $(LUAJIT)
+	$(call msg,BENCH,scripts/bench-offcpu.py)
+	$(Q)$(PYTHON) scripts/doc-section.py --markdown bench-offcpu \
+		"\`record --off-cpu\`: two processes that switch ~80,000 times a second (\`scripts/bench-offcpu.py\`)" \
+		$(PYTHON) scripts/bench-offcpu.py --luajit $(LUAJIT)
 	$(call msg,BENCH,scripts/bench-heap.py)
 	$(Q)$(PYTHON) scripts/doc-section.py --markdown bench-heap \
 		"\`nupp-bpf heap\`: a census's time per GB of heap (\`scripts/bench-heap.py\`)" \

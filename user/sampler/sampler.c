@@ -27,6 +27,7 @@
 #include <bpf/libbpf.h>
 #include "luajit/codemap.h"
 #include "base/keymap.h"
+#include "base/ksyms.h"
 #include "base/procmem.h"
 #include "sampler.h"
 #include "describe.h"
@@ -110,18 +111,13 @@ static int attach_cpu_clock(struct sampler *s, const struct sampler_opts *o, cha
  * tick_nohz_handler since Linux 6.11, tick_sched_timer before. 0 if none. */
 static __u64 tick_handler(void)
 {
-	char line[256], name[128], type;
-	unsigned long long addr, found = 0;
-	FILE *f = fopen("/proc/kallsyms", "re");
+	struct ksyms *k = ksyms__load();
+	__u64 addr = ksyms__addr(k, "tick_nohz_handler");
 
-	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof(line), f))
-		if (sscanf(line, "%llx %c %127s", &addr, &type, name) == 3 &&
-		    (!strcmp(name, "tick_nohz_handler") || !strcmp(name, "tick_sched_timer")))
-			found = addr;
-	fclose(f);
-	return found;
+	if (!addr)
+		addr = ksyms__addr(k, "tick_sched_timer");
+	ksyms__free(k);
+	return addr;
 }
 
 /* CONFIG_HZ of the running kernel, from its configuration (the file

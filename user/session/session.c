@@ -215,6 +215,7 @@ static int start_live(struct run *r)
 	struct top_opts to = {
 		.render = &r->o->render, .title = r->title,
 		.rate_hz = period ? (unsigned)(1e9 / period + 0.5) : 0,
+		.off_cpu = r->sampler && sampler__off_cpu(r->sampler),
 	};
 
 	if (r->files.rotate)

@@ -365,9 +365,14 @@ static void put_header(const struct top *t, FILE *out, int cols)
 	__u64 n = t->samples_now ? t->samples_now : 1;
 
 	put_title(out, cols, t->o.title);
-	put_line(out, cols, "%.0f s, %llu samples in the last %.1f s at %u Hz; sort: %s "
-		 "(s t S T, q quits)", up, (unsigned long long)t->samples_now, t->interval_s,
-		 t->o.rate_hz, sort_names[t->sort]);
+	if (t->o.off_cpu)
+		put_line(out, cols, "%.0f s, %.3f s off the CPU in the last %.1f s (columns in µs); "
+			 "sort: %s (s t S T, q quits)", up, t->samples_now / 1e6, t->interval_s,
+			 sort_names[t->sort]);
+	else
+		put_line(out, cols, "%.0f s, %llu samples in the last %.1f s at %u Hz; sort: %s "
+			 "(s t S T, q quits)", up, (unsigned long long)t->samples_now, t->interval_s,
+			 t->o.rate_hz, sort_names[t->sort]);
 	put_line(out, cols, "VM states: %s %.1f%% %s %.1f%% %s %.1f%% %s %.1f%% %s %.1f%%",
 		 names[0], 100.0 * t->state[0] / n, names[1], 100.0 * t->state[1] / n,
 		 names[2], 100.0 * t->state[2] / n, names[3], 100.0 * t->state[3] / n,

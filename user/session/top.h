@@ -24,6 +24,7 @@ struct top_opts {
 	const struct render_opts *render;	/* --zone, --root apply */
 	const char *title;			/* what is profiled; read at each refresh */
 	unsigned rate_hz;			/* samples per second, 0 when unknown */
+	bool off_cpu;				/* counts are µs off the CPU (--off-cpu) */
 };
 
 struct top;
