@@ -37,8 +37,6 @@ struct sampler_scratch {
 	struct vm_regs regs;
 	__s32 vmstate;			/* g->vmstate */
 	__u32 state;			/* enum nupp_state */
-	__u32 slot;			/* the counts slot the stack was counted in */
-	__u32 slot_pad;
 	__u64 start;			/* where a walk starts: a frame's base */
 	__u64 L_base, L_maxstack, L_cframe;	/* the running lua_State's */
 	__u64 first_start;		/* where the first walk started, */
@@ -49,6 +47,13 @@ struct sampler_scratch {
 	__u8 Lblk[NUPP_BLK + 8];	/* a coroutine's lua_State fields */
 	struct lj_walk_mem walk;	/* the walk's state, buffers and caches (lj_walk.h) */
 	__u64 stack_top[NUPP_RET_SCAN];	/* trace_return(): the words at rsp */
+	/* Last: the fields above keep the offsets the sampler's code was
+	 * tuned with (its stack stays under 64 bytes, test_bpf_objects.py). */
+	__u32 slot;			/* the counts slot the stack was counted in */
+	__u32 slot_pad;
+	__u32 missed;			/* 0: counted in a slot; else the counter
+					 * (enum nupp_counter) it went to, + 1 */
+	__u32 missed_pad;
 };
 
 /* A field of the GG_State block: at offset off of GG_State. */

@@ -166,7 +166,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		return 0;
 	regs = (const struct pt_regs *)bpf_task_pt_regs(prev);
 	VM_REGS(sc->regs, regs);
-	ret = sample(p, sc, 0);
+	sample(p, sc, true);	/* counted when the thread comes back */
+	ret = sc->missed;
 	ss->since.ts = bpf_ktime_get_ns();
 	ss->since.wait.slot = ret ? NUPP_WAIT_UNCOUNTED : sc->slot;
 	ss->since.wait.state = ret ? ret - 1 : sc->state;

@@ -130,10 +130,24 @@ struct {
 #define NUPP_COUNTERS NUPP_CNT_MAX	/* enum nupp_counter */
 #include "counters.h"
 
-static __always_inline int unresolved(enum nupp_err err, __u64 w)
+/* What a sample counts for: on the CPU the rate's weight, read where it is
+ * used (a value loaded once would be live across the walks, and spilled to
+ * the stack); at a switch out nothing yet (bpf/offcpu.h counts the wait
+ * when the thread comes back). off is a constant of each caller. */
+#define SAMPLE_N(off)	((off) ? 0 : weight)
+
+/* A sample that was not counted in a stack's slot: in the counter of why
+ * (enum nupp_counter), which sc->missed names too (+ 1). 0. */
+static __always_inline int missed(struct sampler_scratch *sc, __u32 counter, bool off)
 {
-	count_n(NUPP_CNT_ERR + err, w);
-	return NUPP_CNT_ERR + err + 1;
+	count_n(counter, SAMPLE_N(off));
+	sc->missed = counter + 1;
+	return 0;
+}
+
+static __always_inline int unresolved(struct sampler_scratch *sc, enum nupp_err err, bool off)
+{
+	return missed(sc, NUPP_CNT_ERR + err, off);
 }
 
 /* Is g a global_State? Its main thread must point back at it (G(mainthread) == g). */
@@ -469,12 +483,12 @@ __noinline int announce_slot(__u32 k, const struct nupp_proc *p, struct sampler_
 	return 0;
 }
 
-/* Count one sample of sc->key in state sc->state, for w (see struct
+/* Count one sample of sc->key in state sc->state, for SAMPLE_N(off) (see struct
  * nupp_stack_slot), in slot sc->slot. A new stack's frames are stored
  * before its slot is ready, so that userspace finds them for every key it
  * sees. 0, or enum nupp_err + 1. */
 static __always_inline int count_stack(const struct nupp_proc *p, struct sampler_scratch *sc,
-				       __u64 w)
+				       bool off)
 {
 	__u32 start = first_slot(&sc->key);
 
@@ -491,7 +505,7 @@ static __always_inline int count_stack(const struct nupp_proc *p, struct sampler
 						BPF_NOEXIST) == -7)
 				return NUPP_ERR_MAP_FULL + 1;	/* -E2BIG; the slot stays unready */
 			s->key = sc->key;
-			s->state[state_index(sc)] = w;
+			s->state[state_index(sc)] = SAMPLE_N(off);
 			__sync_lock_test_and_set(&s->ready, 1);	/* after the key */
 			sc->slot = k;
 			announce_slot(k, p, sc);
@@ -500,7 +514,7 @@ static __always_inline int count_stack(const struct nupp_proc *p, struct sampler
 		have = (const __u64 *)&s->key;
 		if (s->ready && have[0] == want[0] && have[1] == want[1] &&
 		    have[2] == want[2] && have[3] == want[3]) {
-			__sync_fetch_and_add(&s->state[state_index(sc)], w);
+			__sync_fetch_and_add(&s->state[state_index(sc)], SAMPLE_N(off));
 			sc->slot = k;
 			return 0;
 		}
@@ -535,28 +549,26 @@ static __always_inline struct nupp_proc *proc_of(__u32 pid)
 }
 
 
-/* One sample of the target process p, counting for n (samples, or the
- * nanoseconds of a wait): the thread in sc->key (pid, tid), its registers
- * in sc->regs. 0 once counted in a stack's slot (sc->slot), else the
- * counter it was counted in (enum nupp_counter) + 1. */
-static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *sc, __u64 n)
+/* One sample of the target process p, counting for SAMPLE_N(off): the
+ * thread in sc->key (pid, tid), its registers in sc->regs. Counted in a stack's slot
+ * (sc->slot; sc->missed 0), or in a counter (sc->missed: its index + 1). */
+static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *sc, bool off)
 {
 	struct nupp_stack_key *key = &sc->key;
 	struct lj_walk *w;
 	int err;
 
-	if (lj_unlikely(paused)) {
-		count_n(NUPP_CNT_PAUSED, n);
-		return NUPP_CNT_PAUSED + 1;
-	}
+	sc->missed = 0;
+	if (lj_unlikely(paused))
+		return missed(sc, NUPP_CNT_PAUSED, off);
 	find_vm(p, sc);
 	if (lj_unlikely(!key->g)) {
-		__sync_fetch_and_add(&p->vmless, n);
-		return unresolved(NUPP_ERR_NO_VM, n);
+		__sync_fetch_and_add(&p->vmless, SAMPLE_N(off));
+		return unresolved(sc, NUPP_ERR_NO_VM, off);
 	}
 	err = sample_walk(p, sc);
 	if (lj_unlikely(err))
-		return unresolved(err - 1, n);
+		return unresolved(sc, err - 1, off);
 	/* Addresses derived before the walks would be live across them, and
 	 * spilled: derive them again (as in walk_steps()). */
 	asm volatile("" : "+r"(sc), "+r"(p));
@@ -567,8 +579,8 @@ static __always_inline int sample(struct nupp_proc *p, struct sampler_scratch *s
 	key->zone = 0;
 	if (p->zone_cur)
 		lj_read(&key->zone, 4, p->zone_cur);
-	err = count_stack(p, sc, n);
-	return err ? unresolved(err - 1, n) : 0;
+	err = count_stack(p, sc, off);
+	return err ? unresolved(sc, err - 1, off) : 0;
 }
 
 /* Copies the registers the sampler reads out of pt_regs into r (map
@@ -620,7 +632,7 @@ int on_cpu_clock(struct bpf_perf_event_data *ctx)
 		VM_REGS(sc->regs, &ctx->regs);
 	else
 		VM_REGS(sc->regs, (struct pt_regs *)bpf_task_pt_regs(task));
-	sample(p, sc, weight);
+	sample(p, sc, false);
 	return 0;
 }
 
@@ -643,7 +655,7 @@ int BPF_PROG(on_tick, struct hrtimer *timer)
 	if (!p || !(sc = scratch_for(task, pid)))
 		return 0;
 	VM_REGS(sc->regs, (struct pt_regs *)bpf_task_pt_regs(task));
-	sample(p, sc, weight);
+	sample(p, sc, false);
 	return 0;
 }
 
