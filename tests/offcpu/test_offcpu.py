@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import BUILD, NUPP, parse_collapsed, parse_truth, ready_build, workload
+from helpers import BUILD, NUPP, assert_rate, parse_collapsed, parse_truth, ready_build, workload
 
 WAITS = workload("waits.lua")
 SECONDS = 0.5
@@ -149,11 +149,14 @@ def test_formats_weigh_by_time(nupp, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["record", "--min-block", "10", "--", "true"], "--min-block and --include-preempted go with --off-cpu"),
-    (["record", "--include-preempted", "--", "true"], "--min-block and --include-preempted go with --off-cpu"),
+    (["record", "--min-block", "10", "--", "true"], "--min-block and --include-preempted go with --off-cpu or --wall"),
+    (["record", "--include-preempted", "--", "true"], "--min-block and --include-preempted go with --off-cpu or --wall"),
     (["record", "--off-cpu", "-F", "99", "--", "true"], "--off-cpu counts every wait"),
     (["record", "--off-cpu", "--clock", "tick", "--", "true"], "--off-cpu counts every wait"),
-    (["trace", "--off-cpu", "-p", "1"], "--off-cpu is for record, top and the default job"),
+    (["trace", "--off-cpu", "-p", "1"], "--off-cpu and --wall are for record, top and the default job"),
+    (["record", "--wall", "--off-cpu", "--", "true"], "--wall is for record and the default job"),
+    (["top", "--wall", "-p", "1"], "--wall is for record and the default job"),
+    (["record", "--wall", "--clock", "tick", "--", "true"], "--wall is for record and the default job"),
     (["record", "--off-cpu", "--min-block", "x", "--", "true"], "--min-block"),
 ])
 def test_bad_options(args, message):
@@ -195,5 +198,59 @@ def test_in_a_pid_namespace(tmp_path):
     for kind, (fn, _, call) in KINDS.items():
         by_leaf = charged(rows, fn)
         assert len(by_leaf) == 1 and next(iter(by_leaf)).startswith(call + " ("), by_leaf
+        waited = sum(by_leaf.values()) / 1e6
+        assert abs(waited - truth[kind]) <= TOL * truth[kind], (kind, waited, truth)
+
+
+def test_wall_holds_both_halves(nupp, tmp_path):
+    """record --wall on `waits.lua wall 0.3`: spin 0.3 s of CPU, then sleep
+    0.3 s, three times. The profile counts microseconds: spin's rows are
+    its samples times their period, within assert_rate's bounds of the CPU
+    time it measured (model there: Poisson counts times the VM's timer
+    efficiency, 0.6-1.07); nap's rows, its waits, within ±5 % of the time
+    it measured, and end in their kernel frame. pprof's type is
+    wall/nanoseconds, its `cpu` label splitting the two halves as the
+    rows do."""
+    b = ready_build("stock-luajit")
+    pb = tmp_path / "wall.pb.gz"
+    run = nupp.run(["record", "--wall", "-F", 997, "-o", pb, "--", *b.command(WAITS, "wall", 0.3)],
+                   env=b.environ())
+    assert run.returncode == 0, run
+    truth = parse_truth(run.stdout)
+    rows = run.rows
+    spin = sum(us for s, us in rows if "waits.lua:spin" in s.split(";"))
+    nap = {s: us for s, us in rows if "waits.lua:nap" in s.split(";")}
+    assert_rate(spin * 997 / 1e6, truth["spin"], 997, "spin: ", run.steal)
+    waited = sum(us for s, us in nap.items() if s.endswith(")")) / 1e6
+    assert abs(waited - truth["nap"]) <= TOL * truth["nap"], (waited, truth, nap)
+    assert all(s.split(";")[-1].startswith("clock_nanosleep (") for s, us in nap.items()
+               if us > 10000), nap
+    assert re.search(r"^  wall-clock: [\d.]+ s on the CPU \(samples × [\d.]+ ms\), [\d.]+ s off it$",
+                     run.stderr, re.M), run.stderr
+    top = subprocess.run(["go", "tool", "pprof", "-tags", "-unit=ns", pb], capture_output=True,
+                         text=True, timeout=120)
+    assert top.returncode == 0 and re.search(r"^Type: wall$", subprocess.run(
+        ["go", "tool", "pprof", "-top", pb], capture_output=True, text=True).stdout, re.M), top.stderr
+    off = re.search(r"^\s+([\d.]+)ns \(\s*[\d.]+%\): off$", top.stdout, re.M)
+    assert off, top.stdout
+    off_rows = sum(us for s, us in rows if s.endswith(")") or s.endswith("[preempted]"))
+    assert abs(float(off[1]) - 1000 * off_rows) <= 1000 * len(rows), (off[1], off_rows, top.stdout)
+
+
+def test_launched_children_are_followed(nupp):
+    """A launched shell's luajit child, found by the session's look at the
+    command's children as record finds it (what it does before that is not
+    recorded: it settles 0.3 s first): its waits are charged alike, and the
+    shell's exit status passes through."""
+    b = ready_build("stock-luajit")
+    env = b.environ()
+    env["NUPP_WAITS_SETTLE"] = "1"
+    run = nupp.run(["record", "--off-cpu", "--min-block", 100000, "--", "sh", "-c",
+                    " ".join(map(str, b.command(WAITS, SECONDS))) + "; exit 3"], env=env)
+    assert run.returncode == 3, run		# the command's exit status passes through
+    truth = parse_truth(run.stdout)
+    for kind, (fn, _, call) in KINDS.items():
+        by_leaf = charged(run.rows, fn)
+        assert len(by_leaf) == 1 and next(iter(by_leaf)).startswith(call + " ("), (kind, by_leaf)
         waited = sum(by_leaf.values()) / 1e6
         assert abs(waited - truth[kind]) <= TOL * truth[kind], (kind, waited, truth)

@@ -443,8 +443,9 @@ static void put_subtitle(struct svg_out *out, const struct profile *p, __u64 tot
 	out_printf(out, "<text class=\"sub\" x=\"%.0f\" y=\"46\" text-anchor=\"middle\">", WIDTH / 2);
 	if (p->duration_ns)
 		out_printf(out, "%.1f s%s, ", p->duration_ns / 1e9, when);
-	if (p->measure == PROFILE_OFF_CPU) {
-		out_printf(out, "%.3f s off the CPU", total / 1e6);
+	if (p->measure != PROFILE_SAMPLES) {
+		out_printf(out, p->measure == PROFILE_WALL ? "%.3f s of wall-clock time, on the CPU "
+			   "and off it" : "%.3f s off the CPU", total / 1e6);
 		out_str(out, "</text>\n");
 		return;
 	}

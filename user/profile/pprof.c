@@ -27,7 +27,7 @@ typedef Perftools__Profiles__Location pb_location;
 typedef Perftools__Profiles__Line pb_line;
 typedef Perftools__Profiles__Function pb_function;
 
-#define MAX_LABELS	5	/* vmstate, zone, pid, tid, vm */
+#define MAX_LABELS	6	/* vmstate, cpu, zone, pid, tid, vm */
 
 /* The message under construction, and the storage its pointers point into. */
 struct builder {
@@ -89,13 +89,14 @@ static int add_header(struct builder *b, const struct profile *p)
 	const char *comments[] = { p->title, p->cost };
 	int n = p->period_ns ? 2 : 1, err = 0;
 
-	if (p->measure == PROFILE_OFF_CPU) {
+	if (p->measure != PROFILE_SAMPLES) {
 		n = 1;
-		err |= value_type(b, &b->types[0], "off_cpu", "nanoseconds");
+		err |= value_type(b, &b->types[0], p->measure == PROFILE_WALL ? "wall" : "off_cpu",
+				  "nanoseconds");
 	} else {
 		err |= value_type(b, &b->types[0], "samples", "count");
 	}
-	if (p->period_ns && p->measure != PROFILE_OFF_CPU) {
+	if (p->period_ns && p->measure == PROFILE_SAMPLES) {
 		err |= value_type(b, &b->types[1], "cpu", "nanoseconds");
 		err |= value_type(b, &b->period_type, "cpu", "nanoseconds");
 		m->period_type = &b->period_type;
@@ -265,14 +266,16 @@ static int label(struct builder *b, pb_sample *sm, const char *key, const char *
 	return l->key < 0 || l->str < 0 ? -1 : 0;
 }
 
-static int add_labels(struct builder *b, pb_sample *sm, const struct profile_row *r,
-		      const struct render_opts *o, int state)
+static int add_labels(struct builder *b, pb_sample *sm, const struct profile *p,
+		      const struct profile_row *r, const struct render_opts *o, int state)
 {
 	char vm[32];
 	int err = 0;
 
 	sm->label = &b->label_ptrs[b->msg.n_sample * MAX_LABELS];
 	err |= label(b, sm, "vmstate", profile_state_names[state], 0);
+	if (p->measure == PROFILE_WALL)	/* which half of the wall-clock time */
+		err |= label(b, sm, "cpu", r->off_cpu ? "off" : "on", 0);
 	if (r->zone[0])
 		err |= label(b, sm, "zone", r->zone, 0);
 	if (o->threads) {
@@ -299,11 +302,11 @@ static int add_sample(struct builder *b, const struct profile *p, const struct p
 	*ids += sm->n_location_id;
 	v[0] = r->state[state];
 	v[1] = r->state[state] * p->period_ns;
-	if (p->measure == PROFILE_OFF_CPU)
+	if (p->measure != PROFILE_SAMPLES)
 		v[0] = v[1];
 	sm->value = v;
 	sm->n_value = b->msg.n_sample_type;
-	if (add_labels(b, sm, r, o, state))
+	if (add_labels(b, sm, p, r, o, state))
 		return -1;
 	b->sample_ptrs[b->msg.n_sample++] = sm;
 	return 0;

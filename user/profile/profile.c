@@ -230,7 +230,43 @@ int profile__set_cost(struct profile *p, const char *cost)
 
 const char *profile__unit(const struct profile *p)
 {
-	return p->measure == PROFILE_OFF_CPU ? "µs off-CPU" : "samples";
+	return p->measure == PROFILE_OFF_CPU ? "µs off-CPU" : p->measure == PROFILE_WALL ? "µs"
+										       : "samples";
+}
+
+int profile__add_scaled(struct profile *dst, const struct profile *src, __u64 num, __u64 den)
+{
+	long *id = malloc((src->nframes + 1) * sizeof(*id));	/* in src -> in dst */
+	__u32 *ids, most = 1;
+	int ret = -1;
+
+	for (size_t i = 0; i < src->nrows; i++)
+		if (src->rows[i].nframes > most)
+			most = src->rows[i].nframes;
+	ids = malloc(most * sizeof(*ids));
+	if (!id || !ids || !den)
+		goto out;
+	for (size_t i = 0; i < src->nframes; i++)
+		if ((id[i] = profile__frame(dst, &src->frames[i])) < 0)
+			goto out;
+	for (size_t i = 0; i < src->nrows; i++) {
+		const struct profile_row *r = &src->rows[i];
+		long at;
+
+		for (__u32 k = 0; k < r->nframes; k++)
+			ids[k] = id[r->frames[k]];
+		if ((at = profile__add(dst, r->pid, r->tid, r->g, r->zone, ids, r->nframes)) < 0)
+			goto out;
+		for (int s = 0; s < NUPP_ST_MAX; s++)
+			dst->rows[at].state[s] = (r->state[s] * num + den / 2) / den;
+		dst->rows[at].unreadable = r->unreadable;
+		dst->rows[at].off_cpu = r->off_cpu;
+	}
+	ret = 0;
+out:
+	free(id);
+	free(ids);
+	return ret;
 }
 
 __u64 profile_row__count(const struct profile_row *r)

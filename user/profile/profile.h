@@ -48,6 +48,8 @@ struct profile_frame {
 enum profile_measure {
 	PROFILE_SAMPLES,	/* samples on the CPU, period_ns apart */
 	PROFILE_OFF_CPU,	/* microseconds off the CPU (period_ns 1000) */
+	PROFILE_WALL,		/* microseconds of wall-clock time, on the CPU
+				 * (samples times their period) and off it */
 };
 
 struct profile_row {
@@ -58,6 +60,7 @@ struct profile_row {
 	__u32 *frames;			/* indexes into profile.frames, outermost first */
 	__u32 nframes;
 	bool unreadable;		/* some frames rendered as [unknown] */
+	bool off_cpu;			/* its counts are time off the CPU (a wait) */
 	__u64 state[NUPP_ST_MAX];	/* samples by enum nupp_state */
 };
 
@@ -77,8 +80,13 @@ struct profile {
 	enum profile_measure measure;
 };
 
-/* What a count of p is, in words: "samples", or "µs off-CPU". */
+/* What a count of p is, in words: "samples", "µs off-CPU", "µs". */
 const char *profile__unit(const struct profile *p);
+
+/* Add src's rows to dst (frames and strings copied), each count times
+ * num / den, rounded: samples into microseconds, say. 0, or -1 when out of
+ * memory. */
+int profile__add_scaled(struct profile *dst, const struct profile *src, __u64 num, __u64 den);
 
 struct render_opts {
 	const char *root;		/* module to cut stacks back to, or NULL */

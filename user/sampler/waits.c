@@ -152,6 +152,7 @@ static long wait_row(struct sampler *s, long lua, const struct nupp_wait_key *wk
 	if (row < 0)
 		return -1;
 	s->rows.rows[row].unreadable = s->rows.rows[lua].unreadable;
+	s->rows.rows[row].off_cpu = true;
 	return keymap__put(&s->wait_rows, &rk, sizeof(rk), row) ? -1 : row;
 }
 

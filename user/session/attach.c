@@ -82,6 +82,7 @@ int run__attach_target(struct run *r, struct place *pl, bool final)
 {
 	struct lj_target *t = &pl->t;
 	__u64 code = pl->identified || final ? 0 : lj_target__code_digest(pl->pid);
+	struct sampler *s[2];
 	struct proc_stat st;
 	int ret = 0;
 
@@ -110,8 +111,9 @@ int run__attach_target(struct run *r, struct place *pl, bool final)
 		pl->zones = zones__new(t->pid);
 	if (pl->zones)
 		zones__refresh(pl->zones);
-	if (r->sampler && sampler__add_target(r->sampler, t, pl->zones, r->err, sizeof(r->err)))
-		goto fail;
+	for (int i = 0; i < run__samplers(r, s); i++)
+		if (sampler__add_target(s[i], t, pl->zones, r->err, sizeof(r->err)))
+			goto fail;
 	pl->attached = true;
 	if (!procmem__stat(pl->pid, &st)) {
 		pl->cpu_attached = pl->cpu_seen = st.cpu_ticks;
@@ -285,15 +287,19 @@ static bool vm_awaited(const struct place *pl)
  * unresolved. */
 static bool scan_for_vm(struct run *r, struct place *pl)
 {
-	__u64 vmless = r->sampler ? sampler__vmless(r->sampler, pl->pid) : 0;
+	struct sampler *s[2];
+	int n = run__samplers(r, s);
+	__u64 vmless[2];
 
+	for (int i = 0; i < n; i++)
+		vmless[i] = sampler__vmless(s[i], pl->pid);
 	if (!lj_target__scan_vms(&pl->t)) {
-		if (r->sampler)
-			sampler__before_vm(r->sampler, pl->pid, vmless);
+		for (int i = 0; i < n; i++)
+			sampler__before_vm(s[i], pl->pid, vmless[i]);
 		return false;
 	}
-	if (r->sampler)
-		sampler__refresh_target(r->sampler, &pl->t);
+	for (int i = 0; i < n; i++)
+		sampler__refresh_target(s[i], &pl->t);
 	return true;
 }
 
@@ -348,6 +354,7 @@ void run__say_recording(const struct run *r, const struct place *pl)
  * profiled, else 100 ms) can be missed. */
 int run__check_targets(struct run *r, unsigned tick)
 {
+	struct sampler *s[2];
 	int alive = 0;
 
 	launch__check(&r->launched, false);
@@ -384,7 +391,8 @@ int run__check_targets(struct run *r, unsigned tick)
 		if (pl->attached && zones_maybe_loaded(pl, &st))
 			refresh_zones(r, pl);
 		if (pl->attached && r->sampler && code_maybe_loaded(pl, &st))
-			sampler__refresh_code(r->sampler, &pl->t);
+			for (int k = 0; k < run__samplers(r, s); k++)
+				sampler__refresh_code(s[k], &pl->t);
 		if (pl->attached)
 			scan_vms(r, pl, tick);
 		/* A child that never loads LuaJIT does not keep a -p session on. */

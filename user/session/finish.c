@@ -77,6 +77,45 @@ static int finish_samples(struct run *r)
 	return ret;
 }
 
+/* --wall: the samplers' two profiles made one in microseconds, a sample
+ * counting for its period and a wait for its time; each half said in the
+ * summary as record and --off-cpu say it, then their split. */
+static int finish_wall(struct run *r)
+{
+	struct profile cpu = {}, waits = {}, wall = {};
+	struct sampler_stats on, off;
+	__u64 period = sampler__period_ns(r->sampler), us[2] = { 0, 0 };
+	double seconds = monotonic_s() - r->started;
+	int ret = 0;
+
+	if (sampler__take(r->sampler, &cpu, &on) || sampler__take(r->waits, &waits, &off) ||
+	    profile__add_scaled(&wall, &cpu, period, 1000) ||
+	    profile__add_scaled(&wall, &waits, 1, 1)) {
+		say__error("out of memory while collecting samples");
+		ret = 1;
+		goto out;
+	}
+	wall.measure = PROFILE_WALL;
+	wall.period_ns = 1000;
+	describe_profile(r, &wall);
+	ret |= session_files__write_profile(&r->files, &wall, &r->o->render);
+	if (r->o->summary) {
+		summary__samples(&cpu, &r->o->render, &on, seconds, r->o->sampler.depth);
+		summary__samples(&waits, &r->o->render, &off, seconds, r->o->sampler.depth);
+		for (size_t i = 0; i < wall.nrows; i++)
+			if (profile_row__kept(&wall.rows[i], &r->o->render))
+				us[wall.rows[i].off_cpu] += profile_row__count(&wall.rows[i]);
+		fprintf(stderr, "  wall-clock: %.3f s on the CPU (samples × %.3g ms), %.3f s off it\n",
+			us[0] / 1e6, period / 1e6, us[1] / 1e6);
+	}
+	ret |= blind(r, &on);
+out:
+	profile__free(&cpu);
+	profile__free(&waits);
+	profile__free(&wall);
+	return ret;
+}
+
 /* Trace aborts: the CSV and the summary. */
 static int finish_trace(struct run *r)
 {
@@ -102,7 +141,9 @@ int run__finish(struct run *r)
 {
 	int ret = 0;
 
-	if (r->sampler)
+	if (r->waits)
+		ret |= finish_wall(r);
+	else if (r->sampler)
 		ret |= finish_samples(r);
 	if (tracing(r))
 		ret |= finish_trace(r);

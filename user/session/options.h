@@ -45,6 +45,8 @@ struct session_opts {
 	bool off_cpu;			/* --off-cpu: the sampler's clock is the scheduler's
 					 * switches (sampler.clock, once parsed) */
 	bool min_block_given, clock_given, rate_given;	/* for the checks of --off-cpu */
+	bool wall;			/* --wall: a sampler on the CPU and one off it,
+					 * their profiles made one */
 	const char *bad_arg;		/* the argument argp stopped at, for its error */
 	bool inspect;			/* the inspect command */
 	const char *inspect_file;	/* its FILE, NULL with -p */

@@ -25,6 +25,7 @@ struct run {
 					 * processes they started, as found */
 	struct launch launched;		/* the launched command; child 0 for -p */
 	struct sampler *sampler;	/* NULL when not sampling */
+	struct sampler *waits;		/* --wall: the sampler off the CPU, beside it */
 	struct tracer *tracer;		/* NULL when not tracing, or not yet */
 	struct channel_set channels;	/* the open ones of the two: each step
 					 * done to every channel goes through it */
@@ -39,6 +40,19 @@ struct run {
 	struct budget budget;		/* --max-cpu */
 	__u64 started_ns;		/* CLOCK_REALTIME then, since the epoch */
 };
+
+/* The session's samplers into s: on the CPU, and off it with --wall. How
+ * many. */
+static inline int run__samplers(const struct run *r, struct sampler *s[2])
+{
+	int n = 0;
+
+	if (r->sampler)
+		s[n++] = r->sampler;
+	if (r->waits)
+		s[n++] = r->waits;
+	return n;
+}
 
 static inline bool sampling(const struct run *r)
 {

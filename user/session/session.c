@@ -298,10 +298,13 @@ static void cleanup(struct run *r, int ret)
 	top__close(r->top);
 	launch__abandon(&r->launched);
 	session_files__close(&r->files, ret && !r->started);	/* nothing recorded: no files */
+	if (r->waits)
+		sampler__stop(r->waits);
 	if (r->started && detach__in_background(r->sampler, r->tracer))
 		return;			/* nothing of ours is left to free */
 	tracer__close(r->tracer);
 	sampler__close(r->sampler);
+	sampler__close(r->waits);
 	targets__free(&r->targets);
 }
 
@@ -350,6 +353,16 @@ int session__run(const struct session_opts *o)
 		goto out;
 	}
 	channels__add(&r.channels, sampler__channel(r.sampler));
+	if (o->wall) {
+		struct sampler_opts off = o->sampler;
+
+		off.clock = SAMPLER_CLOCK_OFF_CPU;
+		if (!(r.waits = sampler__open(&off, r.err, sizeof(r.err)))) {
+			say__error("%s", r.err);
+			goto out;
+		}
+		channels__add(&r.channels, sampler__channel(r.waits));
+	}
 	if (o->argv || o->children) {
 		char path[64];
 
