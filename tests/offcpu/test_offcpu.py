@@ -146,6 +146,7 @@ def test_formats_weigh_by_time(nupp, tmp_path):
     assert sum(sum(prof["weights"]) for prof in ss["profiles"]) == us
     svg = outs[2].read_text()
     assert re.search(r"[\d.]+ s off the CPU</text>", svg) and 'data-unit="µs off-CPU"' in svg
+    assert ">waiting (off the CPU) 100.0%</text>" in svg, svg[:2000]	# the waits' own colour
 
 
 @pytest.mark.parametrize("args, message", [

@@ -31,6 +31,7 @@ struct node {
 	char *name;
 	__u64 state[NUPP_ST_MAX];
 	__u64 total;
+	__u64 off;		/* of which off the CPU (the rows of waits) */
 	struct node *kids;
 	size_t nkids, cap;
 	size_t id;		/* its key's first bytes in struct tree's kids */
@@ -52,6 +53,9 @@ static const double state_hsl[NUPP_ST_MAX][3] = {
 	{ 112, 0.45, 0.56 }, { 32, 0.85, 0.58 }, { 210, 0.60, 0.62 },
 	{ 0, 0.0, 0.66 }, { 280, 0.40, 0.64 },
 };
+/* A wait's own frame (the kernel leaf of a row off the CPU): pale, so that
+ * time waited stands apart from time run. */
+static const double waiting_hsl[3] = { 195, 0.35, 0.82 };
 
 /* ---------------------------------------------------------------------------
  * The tree
@@ -83,19 +87,20 @@ static struct node *child(struct tree *t, struct node *n, const char *name, size
 	return k->name ? &n->kids[n->nkids++] : NULL;
 }
 
-static void add(struct node *n, const __u64 state[NUPP_ST_MAX])
+static void add(struct node *n, const __u64 state[NUPP_ST_MAX], bool off)
 {
 	for (int i = 0; i < NUPP_ST_MAX; i++) {
 		n->state[i] += state[i];
 		n->total += state[i];
+		n->off += off ? state[i] : 0;
 	}
 }
 
-static int insert(struct tree *t, const char *stack, const __u64 state[NUPP_ST_MAX])
+static int insert(struct tree *t, const char *stack, const __u64 state[NUPP_ST_MAX], bool off)
 {
 	struct node *n = &t->root;
 
-	add(n, state);
+	add(n, state, off);
 	while (*stack) {
 		const char *end = strchr(stack, ';');
 		size_t len = end ? (size_t)(end - stack) : strlen(stack);
@@ -103,7 +108,7 @@ static int insert(struct tree *t, const char *stack, const __u64 state[NUPP_ST_M
 		n = child(t, n, stack, len);
 		if (!n)
 			return -1;
-		add(n, state);
+		add(n, state, off);
 		stack += len + (end != NULL);
 	}
 	return 0;
@@ -124,7 +129,7 @@ static int build(struct tree *t, const struct profile *p, const struct render_op
 
 		if (!text)
 			return -1;
-		err = insert(t, text, r->state);
+		err = insert(t, text, r->state, r->off_cpu);
 		free(owned);
 		if (err)
 			return -1;
@@ -207,7 +212,8 @@ static void hsl_hex(double h, double s, double l, char out[8])
  * keeps its shade wherever it appears. */
 static void frame_color(const struct node *n, char out[8])
 {
-	const double *c = state_hsl[top_state(n->state)];
+	const double *c = n->off == n->total && !n->nkids && n->total ? waiting_hsl :
+			  state_hsl[top_state(n->state)];
 	uint32_t h = fnv1a32(FNV1A32_INIT, n->name, strlen(n->name));
 
 	hsl_hex(c[0] + (int)(h % 9) - 4, c[1], c[2] + ((int)(h / 9 % 9) - 4) * 0.012, out);
@@ -470,6 +476,15 @@ static void put_legend(struct svg_out *out, const struct node *root)
 		out_printf(out, "<rect x=\"%.0f\" y=\"60\" width=\"12\" height=\"12\" rx=\"2\" fill=\"%s\"/>"
 			"<text x=\"%.0f\" y=\"70\">%s</text>\n", x, color, x + 16, label);
 		x += 16 + CHAR_PX * (strlen(label) + 3);
+	}
+	if (root->off) {	/* a profile with waits: their frames' colour */
+		char label[48];
+
+		hsl_hex(waiting_hsl[0], waiting_hsl[1], waiting_hsl[2], color);
+		snprintf(label, sizeof(label), "waiting (off the CPU) %.1f%%",
+			 100.0 * root->off / root->total);
+		out_printf(out, "<rect x=\"%.0f\" y=\"60\" width=\"12\" height=\"12\" rx=\"2\" fill=\"%s\"/>"
+			"<text x=\"%.0f\" y=\"70\">%s</text>\n", x, color, x + 16, label);
 	}
 }
 
