@@ -255,3 +255,17 @@ def test_launched_children_are_followed(nupp):
         assert len(by_leaf) == 1 and next(iter(by_leaf)).startswith(call + " ("), (kind, by_leaf)
         waited = sum(by_leaf.values()) / 1e6
         assert abs(waited - truth[kind]) <= TOL * truth[kind], (kind, waited, truth)
+
+
+def test_a_wait_under_way_at_the_end_is_counted(nupp):
+    """-d 1 on a program stuck in os.execute("sleep 5") from its start: the
+    session ends during the wait, which is counted up to then (read from
+    the thread's own entry): between 0.8 s (the start-up before the wait is
+    a few ms) and the session's 1 s and its teardown."""
+    b = ready_build("stock-luajit")
+    run = nupp.run(["record", "--off-cpu", "-d", 1, "--", *b.command(
+        "-e", 'local function stuck() os.execute("sleep 5") end stuck()')], env=b.environ(),
+        timeout=30)
+    assert run.returncode == 0, run
+    waited = sum(us for s, us in run.rows if s.endswith(";(command line):stuck;execute;wait4 (do_wait)")) / 1e6
+    assert 0.8 <= waited <= 1.2, run.output.read_text()

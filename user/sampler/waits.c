@@ -7,14 +7,29 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <unistd.h>
+#include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "base/ksyms.h"
 #include "base/util.h"
 #include "sampler_int.h"
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD	O_EXCL		/* Linux 6.9: a pidfd of a thread */
+#endif
+
+/* A switched-out thread's entry, as bpf/offcpu.h keeps it in the task. */
+struct off_since {
+	__u64 ts;
+	struct nupp_wait_key wait;
+	__u64 weight;
+};
 
 static const char *const syscall_names[] = {
 #include "syscall_names.h"
@@ -156,6 +171,78 @@ static long wait_row(struct sampler *s, long lua, const struct nupp_wait_key *wk
 	return keymap__put(&s->wait_rows, &rk, sizeof(rk), row) ? -1 : row;
 }
 
+/* Add a wait of ns (n waits) under wk to its row; 0, or -ENOMEM. */
+static int add_wait(struct sampler *s, struct sampler_stats *st, const struct nupp_wait_key *wk,
+		    __u64 ns, __u64 n)
+{
+	long lua, row;
+
+	if (wk->slot >= s->table_len || wk->state >= NUPP_ST_MAX)
+		return 0;
+	if (!s->slot_row[wk->slot] && see_slot(s, wk->slot, NULL))
+		return -ENOMEM;
+	if ((lua = s->slot_row[wk->slot] - SLOT_SEEN) < 0)
+		return 0;	/* unsymbolized: the stats count it */
+	if ((row = wait_row(s, lua, wk)) < 0)
+		return -ENOMEM;
+	if ((size_t)row >= s->row_ns_cap) {
+		size_t cap = 2 * (row + 1);
+		__u64 *more = realloc(s->row_ns, cap * NUPP_ST_MAX * sizeof(*more));
+
+		if (!more)
+			return -ENOMEM;
+		memset(more + s->row_ns_cap * NUPP_ST_MAX, 0,
+		       (cap - s->row_ns_cap) * NUPP_ST_MAX * sizeof(*more));
+		s->row_ns = more;
+		s->row_ns_cap = cap;
+	}
+	s->row_ns[row * NUPP_ST_MAX + wk->state] += ns;
+	st->waits += n;
+	return 0;
+}
+
+/* The waits under way: every thread of a target that is switched out now
+ * since a switch the program saw has its entry in the task's storage,
+ * which a pidfd of the thread reads (PIDFD_THREAD, Linux 6.9; before, a
+ * wait under way is not counted). Counted up to now, as if the thread came
+ * back: a process stuck in one long wait shows it. */
+static int waits_under_way(struct sampler *s, struct sampler_stats *st)
+{
+	int fd = bpf_map__fd(s->skel->maps.off_since);
+	__u64 now = (__u64)(monotonic_s() * 1e9);	/* CLOCK_MONOTONIC, as bpf_ktime_get_ns */
+	__u64 min_ns = s->skel->rodata->min_block_ns;
+
+	for (int i = 0; i < s->ntargets; i++) {
+		struct target *tg = s->targets[i];
+		char path[64];
+		struct dirent *d;
+		DIR *dir;
+
+		if (tg->gone)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task", tg->pid);
+		if (!(dir = opendir(path)))
+			continue;
+		while ((d = readdir(dir))) {
+			int tid = atoi(d->d_name), pfd;
+			struct off_since since;
+
+			if (tid <= 0 || (pfd = syscall(SYS_pidfd_open, tid, PIDFD_THREAD)) < 0)
+				continue;
+			if (!bpf_map_lookup_elem(fd, &pfd, &since) && since.ts && now > since.ts &&
+			    now - since.ts >= min_ns &&
+			    add_wait(s, st, &since.wait, (now - since.ts) * since.weight, since.weight)) {
+				close(pfd);
+				closedir(dir);
+				return -ENOMEM;
+			}
+			close(pfd);
+		}
+		closedir(dir);
+	}
+	return 0;
+}
+
 int waits__rows(struct sampler *s, struct sampler_stats *st)
 {
 	int fd = bpf_map__fd(s->skel->maps.waits);
@@ -165,34 +252,14 @@ int waits__rows(struct sampler *s, struct sampler_stats *st)
 
 	memset(s->row_ns, 0, s->row_ns_cap * NUPP_ST_MAX * sizeof(*s->row_ns));
 	while (!bpf_map_get_next_key(fd, first ? NULL : &wk, &next)) {
-		long lua, row;
-
 		first = false;
 		wk = next;
-		if (bpf_map_lookup_elem(fd, &wk, &w) || wk.slot >= s->table_len ||
-		    wk.state >= NUPP_ST_MAX)
-			continue;
-		if (!s->slot_row[wk.slot] && see_slot(s, wk.slot, NULL))
+		if (!bpf_map_lookup_elem(fd, &wk, &w) && add_wait(s, st, &wk, w.ns, w.n))
 			return -ENOMEM;
-		if ((lua = s->slot_row[wk.slot] - SLOT_SEEN) < 0)
-			continue;	/* unsymbolized: the stats count it */
-		if ((row = wait_row(s, lua, &wk)) < 0)
-			return -ENOMEM;
-		if ((size_t)row >= s->row_ns_cap) {
-			size_t cap = 2 * (row + 1);
-			__u64 *ns = realloc(s->row_ns, cap * NUPP_ST_MAX * sizeof(*ns));
-
-			if (!ns)
-				return -ENOMEM;
-			memset(ns + s->row_ns_cap * NUPP_ST_MAX, 0,
-			       (cap - s->row_ns_cap) * NUPP_ST_MAX * sizeof(*ns));
-			s->row_ns = ns;
-			s->row_ns_cap = cap;
-		}
-		s->row_ns[row * NUPP_ST_MAX + wk.state] += w.ns;
-		st->waits += w.n;
-		st->switch_every = s->switch_every_max ? s->switch_every_max : 1;
 	}
+	if (waits_under_way(s, st))
+		return -ENOMEM;
+	st->switch_every = s->switch_every_max ? s->switch_every_max : 1;
 	/* Each row's microseconds, rounded from its nanoseconds' sum. */
 	for (size_t r = 0; r < s->rows.nrows && r < s->row_ns_cap; r++)
 		for (int i = 0; i < NUPP_ST_MAX; i++)
