@@ -26,13 +26,6 @@ const volatile __u64 sched_text_lo, sched_text_hi;	/* the scheduler's code
  * of each would cost them too much (waits__poll); 1: every one. */
 volatile __u32 switch_every = 1;
 
-/* A target thread switched out: what its wait will be charged to. */
-struct off_since {
-	__u64 ts;			/* bpf_ktime_get_ns(); 0: none pending */
-	struct nupp_wait_key wait;	/* its stack's slot, state, kernel side */
-	__u64 weight;			/* what the wait counts for: switch_every then */
-};
-
 /* Switches out of target threads walked (per CPU, index 0): userspace
  * reads their rate, times switch_every, to set switch_every. Counted where
  * a walk is, not on every switch: a map lookup less there. */
@@ -50,7 +43,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, struct off_since);
+	__type(value, struct nupp_off_since);
 } off_since SEC(".maps");
 
 struct {
@@ -64,7 +57,7 @@ struct {
  * entry of the thread switched out. */
 struct switch_scratch {
 	__u64 ip[NUPP_KSTACK];
-	struct off_since since;
+	struct nupp_off_since since;
 };
 
 struct {
@@ -139,7 +132,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 {
 	__u32 zero = 0, pid;
 	struct switch_scratch *ss;
-	struct off_since *since = bpf_task_storage_get(&off_since, next, 0, 0);
+	struct nupp_off_since *since = bpf_task_storage_get(&off_since, next, 0, 0);
 	struct sampler_scratch *sc;
 	const struct pt_regs *regs;
 	struct nupp_proc *p;

@@ -208,6 +208,15 @@ struct nupp_wait {
 	__u64 n;		/* waits */
 };
 
+/* A target thread switched out, in its task's storage (map off_since):
+ * what its wait will be charged to. Userspace reads it too, for a wait
+ * still under way (user/sampler/waits.c). */
+struct nupp_off_since {
+	__u64 ts;			/* bpf_ktime_get_ns(); 0: none pending */
+	struct nupp_wait_key wait;	/* its stack's slot, state, kernel side */
+	__u64 weight;			/* what the wait counts for: switch_every then */
+};
+
 #define NUPP_WAIT_UNCOUNTED	0xffffffffU
 #define NUPP_KSTACK	12	/* kernel frames searched for the wait channel */
 

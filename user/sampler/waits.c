@@ -24,13 +24,6 @@
 #define PIDFD_THREAD	O_EXCL		/* Linux 6.9: a pidfd of a thread */
 #endif
 
-/* A switched-out thread's entry, as bpf/offcpu.h keeps it in the task. */
-struct off_since {
-	__u64 ts;
-	struct nupp_wait_key wait;
-	__u64 weight;
-};
-
 static const char *const syscall_names[] = {
 #include "syscall_names.h"
 };
@@ -225,7 +218,7 @@ static int waits_under_way(struct sampler *s, struct sampler_stats *st)
 			continue;
 		while ((d = readdir(dir))) {
 			int tid = atoi(d->d_name), pfd;
-			struct off_since since;
+			struct nupp_off_since since;
 
 			if (tid <= 0 || (pfd = syscall(SYS_pidfd_open, tid, PIDFD_THREAD)) < 0)
 				continue;
