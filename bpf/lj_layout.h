@@ -41,6 +41,9 @@
 #define LJ_GCT_PROTO	7
 #define LJ_GCT_FUNC	8
 #define LJ_GCT_TRACE	9
+#define LJ_GCT_CDATA	10
+#define LJ_GCT_TAB	11
+#define LJ_GCT_UDATA	12
 
 struct lj_layout {
 	/* GG_State: one allocation holding the main lua_State, g, J, dispatch */

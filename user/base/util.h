@@ -7,8 +7,27 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <sys/resource.h>
+
+/* A little-endian word at byte off of b, a copy of another process's
+ * memory (x86-64: the target's byte order is ours), at any alignment. */
+static inline uint64_t load_u64(const void *b, size_t off)
+{
+	uint64_t v;
+
+	memcpy(&v, (const char *)b + off, 8);
+	return v;
+}
+
+static inline uint32_t load_u32(const void *b, size_t off)
+{
+	uint32_t v;
+
+	memcpy(&v, (const char *)b + off, 4);
+	return v;
+}
 
 /* Seconds on CLOCK_MONOTONIC: durations and deadlines, immune to clock steps. */
 static inline double monotonic_s(void)

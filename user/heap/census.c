@@ -16,9 +16,7 @@ const char *const heap_type_names[HEAP_TYPES] = {
 	"userdata", "cdata", "trace",
 };
 
-/* Object type tags (gch.gct: ~LJ_T*, lj_obj.h). */
-enum { GCT_STR = 4, GCT_UPVAL, GCT_THREAD, GCT_PROTO, GCT_FUNC, GCT_TRACE, GCT_CDATA, GCT_TAB,
-       GCT_UDATA };
+/* Object type tags (gch.gct) are LJ_GCT_* of bpf/lj_layout.h. */
 
 #define OBJECTS_MAX	(1ULL << 31)	/* a list longer than this is no heap: cut */
 #define ASIZE_MAX	(1U << 28)	/* LJ_MAX_ASIZE: array slots */
@@ -41,22 +39,6 @@ struct walk {
 	size_t npre, precap;
 };
 
-static __u64 u64_at(const unsigned char *b, __u32 off)
-{
-	__u64 v;
-
-	memcpy(&v, b + off, 8);
-	return v;
-}
-
-static __u32 u32_at(const unsigned char *b, __u32 off)
-{
-	__u32 v;
-
-	memcpy(&v, b + off, 4);
-	return v;
-}
-
 /* Keep the CENSUS_TOP largest tables, largest first. */
 static void rank_table(struct census *c, const struct census_table *t)
 {
@@ -77,7 +59,7 @@ static void rank_table(struct census *c, const struct census_table *t)
 static int table_bytes(struct walk *w, __u64 o, const unsigned char *h, __u64 *bytes)
 {
 	const struct lj_layout *lj = w->lj;
-	__u32 asize = u32_at(h, lj->tab_asize), hmask = u32_at(h, lj->tab_hmask);
+	__u32 asize = load_u32(h, lj->tab_asize), hmask = load_u32(h, lj->tab_hmask);
 	__s8 colo = (__s8)h[lj->tab_colo];
 	struct census_table t = { .addr = o, .asize = asize, .hsize = hmask ? hmask + 1 : 0 };
 
@@ -121,55 +103,55 @@ static int count_object(struct walk *w, __u64 o, __u8 gct, const unsigned char *
 	__u8 n;
 
 	switch (gct) {
-	case GCT_TAB:
+	case LJ_GCT_TAB:
 		type = HEAP_TABLE;
 		if (table_bytes(w, o, h, &bytes))
 			return 1;
 		break;
-	case GCT_FUNC:
+	case LJ_GCT_FUNC:
 		n = h[lj->fn_nupvalues];
 		if (h[lj->fn_ffid] == 0) {
 			type = HEAP_LUA_FUNCTION;
 			bytes = lj->fnl_size - 8 + 8ULL * n;
-			if (proto_closure(w, (u64_at(h, lj->fn_pc) & LJ_GCVMASK) - lj->pt_size, o, bytes))
+			if (proto_closure(w, (load_u64(h, lj->fn_pc) & LJ_GCVMASK) - lj->pt_size, o, bytes))
 				return -1;
 		} else {
 			type = HEAP_C_FUNCTION;
 			bytes = lj->fnc_size - 8 + 8ULL * n;	/* TValue upvalue[] */
 		}
 		break;
-	case GCT_UPVAL:
+	case LJ_GCT_UPVAL:
 		type = HEAP_UPVALUE;
 		bytes = lj->uv_size;
 		break;
-	case GCT_PROTO:
+	case LJ_GCT_PROTO:
 		type = HEAP_PROTO;
-		bytes = u32_at(h, lj->pt_sizept);
+		bytes = load_u32(h, lj->pt_sizept);
 		if (bytes < lj->pt_size)
 			return 1;
 		break;
-	case GCT_THREAD:
+	case LJ_GCT_THREAD:
 		type = HEAP_THREAD;
 		/* The main thread's lua_State is part of GG_State (vm_bytes). */
-		bytes = 8ULL * u32_at(h, lj->L_stacksize) + (o == w->GG ? 0 : lj->L_size);
+		bytes = 8ULL * load_u32(h, lj->L_stacksize) + (o == w->GG ? 0 : lj->L_size);
 		break;
-	case GCT_UDATA:
+	case LJ_GCT_UDATA:
 		type = HEAP_USERDATA;
-		bytes = lj->ud_size + (__u64)u32_at(h, lj->ud_len);
+		bytes = lj->ud_size + (__u64)load_u32(h, lj->ud_len);
 		break;
-	case GCT_CDATA:
+	case LJ_GCT_CDATA:
 		type = HEAP_CDATA;
 		bytes = lj->cd_size;	/* its payload's size is its ctype's: not read */
 		break;
-	case GCT_TRACE:
+	case LJ_GCT_TRACE:
 		type = HEAP_TRACE;
 		if (!lj->tr_size)
 			return 1;
 		/* trace_save() in lj_trace.c */
 		bytes = ((lj->tr_size + 7) & ~7ULL) +
-			(__u64)(u32_at(h, lj->tr_nins) - u32_at(h, lj->tr_nk)) * lj->ir_size +
+			(__u64)(load_u32(h, lj->tr_nins) - load_u32(h, lj->tr_nk)) * lj->ir_size +
 			(__u64)(*(const __u16 *)(h + lj->tr_nsnap)) * lj->sn_size +
-			4ULL * u32_at(h, lj->tr_nsnapmap);
+			4ULL * load_u32(h, lj->tr_nsnapmap);
 		break;
 	default:
 		return 1;
@@ -221,7 +203,7 @@ static int walk_list(struct walk *w, __u64 first, __u64 end)
 		if (r < 0)
 			return -1;
 		w->c->invalid += r;
-		o = u64_at(h, lj->gc_nextgc) & LJ_GCVMASK;
+		o = load_u64(h, lj->gc_nextgc) & LJ_GCVMASK;
 		if (!end && o == first)
 			break;
 	}
@@ -287,8 +269,8 @@ static int walk_strings(struct walk *w, __u64 g)
 					w->c->cut = true;
 					break;
 				}
-				len = u32_at(h, lj->str_len);
-				if (h[lj->gc_gct] != GCT_STR || len > STRLEN_MAX) {
+				len = load_u32(h, lj->str_len);
+				if (h[lj->gc_gct] != LJ_GCT_STR || len > STRLEN_MAX) {
 					w->c->invalid++;
 					break;
 				}
@@ -298,7 +280,7 @@ static int walk_strings(struct walk *w, __u64 g)
 				if (count_prefix(w, h + lj->str_size,
 						 len < PREFIX_LEN ? len : PREFIX_LEN, bytes))
 					return -1;
-				o = u64_at(h, lj->gc_nextgc) & LJ_GCVMASK;
+				o = load_u64(h, lj->gc_nextgc) & LJ_GCVMASK;
 			}
 		}
 	}

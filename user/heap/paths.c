@@ -7,10 +7,8 @@
 #include "paths.h"
 #include "base/util.h"
 
-/* Object type tags (gch.gct) and GC64 type tags of a TValue ((s64)tv >> 47,
- * lj_obj.h). */
-enum { GCT_STR = 4, GCT_UPVAL, GCT_THREAD, GCT_PROTO, GCT_FUNC, GCT_TRACE, GCT_CDATA, GCT_TAB,
-       GCT_UDATA };
+/* GC64 type tags of a TValue ((s64)tv >> 47, lj_obj.h); an object's own
+ * tag (gch.gct) is LJ_GCT_* of bpf/lj_layout.h. */
 #define IT_NIL		0xffffffffU
 #define IT_FALSE	0xfffffffeU
 #define IT_TRUE		0xfffffffdU
@@ -112,22 +110,6 @@ static int reach_tv(struct refs *r, __u64 tv, __u64 parent, __u64 via)
 	return 0;
 }
 
-static __u64 u64_at(const unsigned char *b, __u32 off)
-{
-	__u64 v;
-
-	memcpy(&v, b + off, 8);
-	return v;
-}
-
-static __u32 u32_at(const unsigned char *b, __u32 off)
-{
-	__u32 v;
-
-	memcpy(&v, b + off, 4);
-	return v;
-}
-
 /* n TValues at addr, each reached as via(kind, its index). */
 static int reach_slots(struct refs *r, __u64 addr, __u64 n, __u64 parent, enum via kind)
 {
@@ -148,15 +130,15 @@ static int reach_slots(struct refs *r, __u64 addr, __u64 n, __u64 parent, enum v
 static int reach_table(struct refs *r, __u64 t, const unsigned char *h)
 {
 	const struct lj_layout *lj = r->lj;
-	__u32 asize = u32_at(h, lj->tab_asize), hmask = u32_at(h, lj->tab_hmask);
-	__u64 node = u64_at(h, lj->tab_node) & LJ_GCVMASK;
+	__u32 asize = load_u32(h, lj->tab_asize), hmask = load_u32(h, lj->tab_hmask);
+	__u64 node = load_u64(h, lj->tab_node) & LJ_GCVMASK;
 	unsigned char nodes[BATCH * 32];
 	__u32 per = lj->node_size ? sizeof(nodes) / lj->node_size : 0;
 
-	if (reach(r, u64_at(h, lj->tab_metatable) & LJ_GCVMASK, t, VIA(VIA_META, 0)))
+	if (reach(r, load_u64(h, lj->tab_metatable) & LJ_GCVMASK, t, VIA(VIA_META, 0)))
 		return -1;
 	if (asize && asize < SLOTS_MAX &&
-	    reach_slots(r, u64_at(h, lj->tab_array) & LJ_GCVMASK, asize, t, VIA_ARRAY))
+	    reach_slots(r, load_u64(h, lj->tab_array) & LJ_GCVMASK, asize, t, VIA_ARRAY))
 		return -1;
 	if (!hmask || hmask >= SLOTS_MAX || !per || lj->node_size > 32)
 		return 0;
@@ -169,8 +151,8 @@ static int reach_table(struct refs *r, __u64 t, const unsigned char *h)
 			const unsigned char *n = nodes + j * lj->node_size;
 			__u64 at = node + (i + j) * lj->node_size;
 
-			if (reach_tv(r, u64_at(n, lj->node_val), t, VIA(VIA_HASH, at)) ||
-			    reach_tv(r, u64_at(n, lj->node_key), t, VIA(VIA_KEY, at)))
+			if (reach_tv(r, load_u64(n, lj->node_val), t, VIA(VIA_HASH, at)) ||
+			    reach_tv(r, load_u64(n, lj->node_key), t, VIA(VIA_KEY, at)))
 				return -1;
 		}
 	}
@@ -188,10 +170,10 @@ static int visit(struct refs *r, __u64 obj)
 	    heapmem__read(r->m, h, 64, obj))
 		return 0;
 	switch (h[lj->gc_gct]) {
-	case GCT_TAB:
+	case LJ_GCT_TAB:
 		return reach_table(r, obj, h);
-	case GCT_FUNC:
-		if (reach(r, u64_at(h, lj->fn_env) & LJ_GCVMASK, obj, VIA(VIA_ENV, 0)))
+	case LJ_GCT_FUNC:
+		if (reach(r, load_u64(h, lj->fn_env) & LJ_GCVMASK, obj, VIA(VIA_ENV, 0)))
 			return -1;
 		if (h[lj->fn_ffid] != 0)
 			return 0;
@@ -205,16 +187,16 @@ static int visit(struct refs *r, __u64 obj)
 				return -1;
 		}
 		return 0;
-	case GCT_THREAD:
-		if (reach(r, u64_at(h, lj->L_env) & LJ_GCVMASK, obj, VIA(VIA_ENV, 0)))
+	case LJ_GCT_THREAD:
+		if (reach(r, load_u64(h, lj->L_env) & LJ_GCVMASK, obj, VIA(VIA_ENV, 0)))
 			return -1;
-		v = u64_at(h, lj->L_stack) & LJ_GCVMASK;
-		uv = u64_at(h, lj->L_top) & LJ_GCVMASK;
+		v = load_u64(h, lj->L_stack) & LJ_GCVMASK;
+		uv = load_u64(h, lj->L_top) & LJ_GCVMASK;
 		return uv > v && uv - v < 8ULL * SLOTS_MAX ?
 		       reach_slots(r, v, (uv - v) / 8, obj, VIA_STACK) : 0;
-	case GCT_UDATA:
-		return reach(r, u64_at(h, lj->ud_metatable) & LJ_GCVMASK, obj, VIA(VIA_META, 0)) ||
-		       reach(r, u64_at(h, lj->ud_env) & LJ_GCVMASK, obj, VIA(VIA_ENV, 0)) ? -1 : 0;
+	case LJ_GCT_UDATA:
+		return reach(r, load_u64(h, lj->ud_metatable) & LJ_GCVMASK, obj, VIA(VIA_META, 0)) ||
+		       reach(r, load_u64(h, lj->ud_env) & LJ_GCVMASK, obj, VIA(VIA_ENV, 0)) ? -1 : 0;
 	default:
 		return 0;
 	}

@@ -312,22 +312,6 @@ static int rd(struct symbolizer *s, void *dst, size_t n, __u64 addr)
 	return mem_read(&s->mem, dst, n, addr);
 }
 
-static __u64 get_u64(const unsigned char *p, __u32 off)
-{
-	__u64 v;
-
-	memcpy(&v, p + off, 8);
-	return v;
-}
-
-static __u32 get_u32(const unsigned char *p, __u32 off)
-{
-	__u32 v;
-
-	memcpy(&v, p + off, 4);
-	return v;
-}
-
 /* The first max bytes at most of GCstr str; cut at the first NUL when cut
  * is set, as the C string users of strdata() see it. 0 or -errno. The
  * header is read with what follows it up to STR_AHEAD bytes, within its
@@ -355,7 +339,7 @@ static int str_read(struct symbolizer *s, __u64 str, __u32 max, int cut,
 		return -EFAULT;
 	if (buf[lj->gc_gct] != LJ_GCT_STR)
 		return -EINVAL;
-	len = get_u32(buf, lj->str_len);
+	len = load_u32(buf, lj->str_len);
 	if (len > max)
 		len = max;
 	strbuf__reset(out);
@@ -471,14 +455,14 @@ static int proto_read(struct symbolizer *s, __u64 addr, struct lj_proto *pt)
 	memset(pt, 0, sizeof(*pt));	/* padding too: entries are memcmp'd */
 	pt->addr = addr;
 	pt->bc = addr + lj->pt_size;
-	pt->k = get_u64(buf, lj->pt_k);
-	pt->chunkname = get_u64(buf, lj->pt_chunkname);
-	pt->lineinfo = get_u64(buf, lj->pt_lineinfo);
-	pt->uvinfo = get_u64(buf, lj->pt_uvinfo);
-	pt->varinfo = get_u64(buf, lj->pt_varinfo);
-	pt->sizebc = get_u32(buf, lj->pt_sizebc);
-	pt->firstline = get_u32(buf, lj->pt_firstline);
-	pt->numline = get_u32(buf, lj->pt_numline);
+	pt->k = load_u64(buf, lj->pt_k);
+	pt->chunkname = load_u64(buf, lj->pt_chunkname);
+	pt->lineinfo = load_u64(buf, lj->pt_lineinfo);
+	pt->uvinfo = load_u64(buf, lj->pt_uvinfo);
+	pt->varinfo = load_u64(buf, lj->pt_varinfo);
+	pt->sizebc = load_u32(buf, lj->pt_sizebc);
+	pt->firstline = load_u32(buf, lj->pt_firstline);
+	pt->numline = load_u32(buf, lj->pt_numline);
 	pt->sizeuv = buf[lj->pt_sizeuv];
 	return pt->sizebc > BCINS_MAX ? -EINVAL : 0;	/* a torn or stale read */
 }
