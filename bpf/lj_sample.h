@@ -221,6 +221,13 @@ __noinline int walk_from(struct nupp_proc *p, struct sampler_scratch *sc)
 	if (!p || !sc)
 		return NUPP_ERR_BAD_BASE + 1;
 	w = &sc->walk.w;
+	/* A coroutine that yielded (lua_yield, coroutine.yield: lj_api.c and
+	 * vm_x64.dasc clear L->cframe) is left in g->cur_L while the C code
+	 * that resumed it runs on, in state C: that code is its resumer's,
+	 * outside Lua (a host's event loop), not the coroutine's last frame.
+	 * Here, not in sample_walk(): the sampler's own stack stays small. */
+	if (lj_unlikely(!sc->L_cframe) && sc->vmstate == LJ_VMST_C)
+		return NUPP_ERR_NO_FRAME + 1;
 
 	w->f = sc->start - 8;	/* link slot */
 	w->depth = 0;

@@ -176,4 +176,66 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	return 0;
 }
 
+/* Coroutine waits (--waits): a coroutine that yields from C, as OpenResty's
+ * cosocket operations and ngx.sleep do (lua_yield), and is resumed from C by
+ * its event loop (lua_resume), waits meanwhile while its thread runs other
+ * coroutines or sleeps in the loop. At the yield its stack is walked (it is
+ * the running coroutine, in a C function) and noted by coroutine; at its
+ * resume the time since is charged as a wait. Plain uprobes at the two
+ * API functions' entries: neither is unwound through by LuaJIT (a yield
+ * across them returns normally to their C caller). */
+struct co_key {
+	__u32 pid;		/* the process: lua_State addresses are per process */
+	__u32 pad;
+	__u64 L;		/* the coroutine's lua_State */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct co_key);
+	__type(value, struct nupp_off_since);
+} co_since SEC(".maps");
+
+SEC("uprobe")
+int on_yield(struct pt_regs *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 zero = 0, pid = view_tgid(task);
+	struct nupp_proc *p = proc_of(pid);
+	struct co_key key = { .pid = pid, .L = PT_REGS_PARM1(ctx) };
+	struct switch_scratch *ss;
+	struct sampler_scratch *sc;
+
+	if (!p || !(sc = scratch_for(task, pid)) || !(ss = bpf_map_lookup_elem(&switch_scratch, &zero)))
+		return 0;
+	VM_REGS(sc->regs, ctx);
+	sample(p, sc, true);		/* counted at the resume */
+	ss->since.ts = bpf_ktime_get_ns();
+	ss->since.wait.slot = sc->missed ? NUPP_WAIT_UNCOUNTED : sc->slot;
+	ss->since.wait.state = sc->missed ? sc->missed - 1 : sc->state;
+	ss->since.wait.syscall = NUPP_WAIT_COROUTINE;
+	ss->since.wait.preempted = 0;
+	ss->since.wait.wchan = 0;
+	ss->since.weight = 1;
+	bpf_map_update_elem(&co_since, &key, &ss->since, BPF_ANY);
+	return 0;
+}
+
+SEC("uprobe")
+int on_resume(struct pt_regs *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct co_key key = { .pid = view_tgid(task), .L = PT_REGS_PARM1(ctx) };
+	struct nupp_off_since *since = bpf_map_lookup_elem(&co_since, &key);
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!since)
+		return 0;
+	if (now - since->ts >= min_block_ns)
+		charge(task, &since->wait, now - since->ts, since->weight);
+	bpf_map_delete_elem(&co_since, &key);
+	return 0;
+}
+
 #endif /* NUPP_OFFCPU_H */

@@ -198,7 +198,8 @@ struct nupp_wait_key {
 				 * (enum nupp_counter) it was counted in */
 	__u32 state;		/* enum nupp_state at the switch */
 	__s32 syscall;		/* the system call's number; -1: none (preempted in
-				 * user mode, or a fault) */
+				 * user mode, or a fault); NUPP_WAIT_COROUTINE: a
+				 * coroutine's wait from its yield to its resume */
 	__u32 preempted;	/* 1: switched out runnable (--include-preempted) */
 	__u64 wchan;		/* kernel address of the wait channel, 0 unknown */
 };
@@ -218,6 +219,7 @@ struct nupp_off_since {
 };
 
 #define NUPP_WAIT_UNCOUNTED	0xffffffffU
+#define NUPP_WAIT_COROUTINE	(-2)
 #define NUPP_KSTACK	12	/* kernel frames searched for the wait channel */
 
 #define NUPP_MAX_TARGETS	64	/* slots found by a scan of target_tgid; later

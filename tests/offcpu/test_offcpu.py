@@ -269,3 +269,47 @@ def test_a_wait_under_way_at_the_end_is_counted(nupp):
     assert run.returncode == 0, run
     waited = sum(us for s, us in run.rows if s.endswith(";(command line):stuck;execute;wait4 (do_wait)")) / 1e6
     assert 0.8 <= waited <= 1.2, run.output.read_text()
+
+
+EVENTLOOP = workload("eventloop.lua")
+
+
+def test_coroutine_waits_charged_at_their_yield(nupp):
+    """--waits: luahost --event-loop resumes the script's coroutine from C,
+    and host_wait(MS) yields from C (lua_yield) as OpenResty's cosocket
+    waits do: each wait, from the yield to the resume, is charged to the
+    stack at the yield with a [coroutine wait] leaf, within ±5 % of the
+    time the coroutine measured around it. The host's own sleep meanwhile
+    (the event loop's wait) is outside Lua: g->cur_L still names the
+    yielded coroutine, whose frames it must not be charged to."""
+    b = ready_build("stock-luajit-host")
+    run = nupp.run(["record", "--off-cpu", "--waits", "--", *b.command(EVENTLOOP, "--event-loop")],
+                   env=b.environ())
+    assert run.returncode == 0, run
+    truth = parse_truth(run.stdout)
+    rows = dict(run.rows)
+    for fn, stack in (("fetch_user", "eventloop.lua:0;eventloop.lua:handler;eventloop.lua:fetch_user;"
+                                     "host_wait;[coroutine wait]"),
+                      ("handler", "eventloop.lua:0;eventloop.lua:handler;host_wait;[coroutine wait]")):
+        assert stack in rows, run.output.read_text()
+        assert abs(rows[stack] / 1e6 - truth[fn]) <= TOL * truth[fn], (fn, rows[stack], truth)
+    assert not [s for s in rows if "clock_nanosleep" in s], run.output.read_text()
+    assert re.search(r"^  outside Lua: \d+ of", run.stderr, re.M), run.stderr
+
+
+def test_a_hosts_loop_is_outside_the_coroutine_it_resumed(nupp):
+    """On the CPU: LUAHOST_SPIN=1, the host spins in C while the coroutine
+    waits (0.4 s of the run). Samples of the spin are outside Lua, none on
+    the yielded coroutine's frames: at most the few taken inside host_wait
+    itself, before it yields (model: a sample's chance to fall in the
+    microseconds of host_wait's own code is below 1e-4 a sample; 20 is a
+    bound no correct run reaches)."""
+    b = ready_build("stock-luajit-host")
+    env = b.environ()
+    env["LUAHOST_SPIN"] = "1"
+    run = nupp.record(["--", *b.command(EVENTLOOP, "--event-loop")], env=env)
+    assert run.returncode == 0, run
+    on_coroutine = sum(c for s, c in run.rows if "eventloop.lua:handler" in s.split(";"))
+    assert on_coroutine <= 20, run.output.read_text()
+    m = re.search(r"^  outside Lua: (\d+) of", run.stderr, re.M)
+    assert m and int(m[1]) >= 0.5 * 0.4 * 997 * 0.6, run.stderr

@@ -83,7 +83,7 @@ enum {
 	OPT_DEPTH = 0x100, OPT_ROOT, OPT_ZONE, OPT_CLOCK, OPT_BENIGN, OPT_THREADS,
 	OPT_MAX_STACKS, OPT_SVG, OPT_NO_SUMMARY, OPT_ZONES, OPT_USAGE, OPT_VERSION, OPT_CHILDREN, OPT_FORMAT,
 	OPT_LINES, OPT_DUMPSTACK_NAMES, OPT_JSON, OPT_ROTATE, OPT_KEEP, OPT_LUAJIT, OPT_PROFILE,
-	OPT_MAX_CPU, OPT_PAUSE, OPT_OFF_CPU, OPT_MIN_BLOCK, OPT_PREEMPTED, OPT_WALL,
+	OPT_MAX_CPU, OPT_PAUSE, OPT_OFF_CPU, OPT_MIN_BLOCK, OPT_PREEMPTED, OPT_WALL, OPT_WAITS,
 };
 
 static const struct argp_option options[] = {
@@ -101,6 +101,9 @@ static const struct argp_option options[] = {
 	{ "wall", OPT_WALL, NULL, 0, "Wall-clock time: samples on the CPU (as microseconds, "
 	  "each its period) and waits off it (as --off-cpu) in one profile, per thread; an "
 	  "off-CPU stack ends in its kernel frame", 1 },
+	{ "waits", OPT_WAITS, NULL, 0, "With --off-cpu or --wall: also the time a coroutine waits "
+	  "from its yield from C to its resume (OpenResty's cosocket waits, ngx.sleep), charged to "
+	  "its stack at the yield, as [coroutine wait]", 1 },
 	{ "min-block", OPT_MIN_BLOCK, "US", 0, "With --off-cpu: leave out waits shorter than US "
 	  "microseconds (default 0: every wait)", 1 },
 	{ "include-preempted", OPT_PREEMPTED, NULL, 0, "With --off-cpu: count the time a thread "
@@ -212,8 +215,9 @@ static void check_live(const struct session_opts *o)
 			o->sampler.clock == SAMPLER_CLOCK_TICK))
 		usage_error("--wall is for record and the default job, on the cpu clock, without "
 			    "--off-cpu (it holds both), --rotate or --max-cpu");
-	if ((o->min_block_given || o->sampler.include_preempted) && !o->off_cpu && !o->wall)
-		usage_error("--min-block and --include-preempted go with --off-cpu or --wall");
+	if ((o->min_block_given || o->sampler.include_preempted || o->sampler.coroutine_waits) &&
+	    !o->off_cpu && !o->wall)
+		usage_error("--min-block, --include-preempted and --waits go with --off-cpu or --wall");
 	if ((o->off_cpu || o->wall) && !(o->channels & SESSION_SAMPLE))
 		usage_error("--off-cpu and --wall are for record, top and the default job");
 	if (o->off_cpu && (o->clock_given || o->rate_given || o->max_cpu))
@@ -238,6 +242,7 @@ static bool *flag_of(struct session_opts *o, int key)
 	case OPT_PAUSE:			return &o->pause;
 	case OPT_PREEMPTED:		return &o->sampler.include_preempted;
 	case OPT_WALL:			return &o->wall;
+	case OPT_WAITS:			return &o->sampler.coroutine_waits;
 	default:			return NULL;
 	}
 }

@@ -232,6 +232,8 @@ static int configure_object(struct sampler *s, const struct sampler_opts *o, cha
 	bpf_program__set_autoload(s->skel->progs.on_cpu_clock, o->clock == SAMPLER_CLOCK_CPU);
 	bpf_program__set_autoload(s->skel->progs.on_tick, o->clock == SAMPLER_CLOCK_TICK);
 	bpf_program__set_autoload(s->skel->progs.on_switch, o->clock == SAMPLER_CLOCK_OFF_CPU);
+	bpf_program__set_autoload(s->skel->progs.on_yield, s->coroutine_waits);
+	bpf_program__set_autoload(s->skel->progs.on_resume, s->coroutine_waits);
 	return o->clock == SAMPLER_CLOCK_OFF_CPU ? waits__configure(s, o, err, errsz) : 0;
 }
 
@@ -382,6 +384,7 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 	}
 	s->period_ns = period_ns(o);
 	s->off_cpu = o->clock == SAMPLER_CLOCK_OFF_CPU;
+	s->coroutine_waits = s->off_cpu && o->coroutine_waits;
 	s->weight = 1;
 	s->max_shown = o->depth;
 	s->lines = o->lines;
@@ -422,6 +425,8 @@ static void free_target(struct target *tg, bool destroy_caches)
 	if (destroy_caches)
 		disable_walk_caches(tg, false);
 	bpf_link__destroy(tg->vm_probe);
+	bpf_link__destroy(tg->yield_probe);
+	bpf_link__destroy(tg->resume_probe);
 	symbolizer__free(tg->sym);
 	cfunc_names__free(tg->cnames);
 	codemap__free(tg->code);
@@ -579,6 +584,8 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 	 * removed, ~0.1 s each), and sampling need not wait for it. */
 	watch_new_vm(s, tg);
 	enable_walk_caches(s, tg);
+	if (s->coroutine_waits)
+		watch_coroutine_waits(s, tg);
 	if (tg->gc_probe)
 		SET_LIVE(s, tg, gc_epoch, tg->proc.gc_epoch);
 	return 0;

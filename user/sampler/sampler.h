@@ -37,6 +37,8 @@ struct sampler_opts {
 				 * whose end must not wait ~0.1 s for the probe's removal */
 	unsigned min_block_us;	/* off the CPU: shorter waits are not counted */
 	bool include_preempted;	/* off the CPU: count preemptions as waits too */
+	bool coroutine_waits;	/* off the CPU: a coroutine's wait from its yield
+				 * from C to its resume counts too (--waits) */
 };
 
 /* A sampler's options unless asked otherwise, for every way in: the CLI's

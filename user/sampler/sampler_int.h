@@ -27,6 +27,8 @@ struct target {
 	struct nupp_proc proc;		/* as configured in the procs map */
 	struct bpf_link *gc_probe;	/* retires the walk caches; NULL: no caches */
 	struct bpf_link *vm_probe;	/* names a new VM to the sampler; NULL: none */
+	struct bpf_link *yield_probe;	/* --waits: lua_yield, lua_resume; NULL: none */
+	struct bpf_link *resume_probe;
 	const struct nupp_new_slot *naming;	/* the ring record of the stack being
 						 * named: its captured memory first */
 	__u64 seen_epoch;		/* the GC epoch the symbolizer's caches hold for */
@@ -92,6 +94,7 @@ struct sampler {
 	__u64 unsymbolized_keys;
 	/* Off the CPU (waits.c): */
 	bool off_cpu;
+	bool coroutine_waits;		/* --waits: yield-to-resume probes on each target */
 	struct ksyms *ksyms;		/* names the wait channels */
 	struct keymap wait_rows;	/* struct wait_row_key -> its row in rows */
 	__u64 *row_ns;			/* by row and state: nanoseconds waited */
@@ -119,6 +122,9 @@ SAMPLER_INTERNAL void enable_walk_caches(struct sampler *s, struct target *tg);
  * period, here or, aside, on a thread of its own). */
 SAMPLER_INTERNAL void disable_walk_caches(struct target *tg, bool aside);
 SAMPLER_INTERNAL void watch_new_vm(struct sampler *s, struct target *tg);
+/* --waits: probes at lua_yield and lua_resume (both verified entries), or
+ * none, with a note on stderr, when the build lacks either. */
+SAMPLER_INTERNAL void watch_coroutine_waits(struct sampler *s, struct target *tg);
 SAMPLER_INTERNAL void forget_freed_code(struct sampler *s, struct target *tg, __u64 epoch);
 SAMPLER_INTERNAL __u64 current_epoch(struct sampler *s, struct target *tg);
 /* sampler.c: slot idx holds a key: give it its row (e: its ring record, or NULL). */

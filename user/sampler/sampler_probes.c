@@ -19,6 +19,7 @@
 #include <bpf/libbpf.h>
 #include "luajit/code_sites.h"
 #include "sampler_int.h"
+#include "base/say.h"
 #include "luajit/symbolize.h"
 #include "tracemap.h"
 #include "base/util.h"
@@ -220,6 +221,21 @@ void watch_new_vm(struct sampler *s, struct target *tg)
 	if (!want_vm_probe(tg->t))
 		return;
 	tg->vm_probe = probe_entry(s->skel->progs.on_openlibs, tg, vm_start_site(tg->t));
+}
+
+void watch_coroutine_waits(struct sampler *s, struct target *tg)
+{
+	__u64 yield = lj_target__func(tg->t, "lua_yield"), resume = lj_target__func(tg->t, "lua_resume");
+
+	tg->yield_probe = yield && resume ? probe_entry(s->skel->progs.on_yield, tg, yield) : NULL;
+	tg->resume_probe = tg->yield_probe ? probe_entry(s->skel->progs.on_resume, tg, resume) : NULL;
+	if (tg->yield_probe && tg->resume_probe)
+		return;
+	bpf_link__destroy(tg->yield_probe);
+	tg->yield_probe = NULL;
+	say__note("note: PID %d: no coroutine waits: %s", tg->pid,
+		  yield && resume ? "the entry of lua_yield or lua_resume did not verify"
+				  : "its LuaJIT exports no lua_yield or lua_resume");
 }
 
 /* Each GC cycle costs the target a uprobe hit (7-20 us here: the probed

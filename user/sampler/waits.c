@@ -128,11 +128,13 @@ static long wait_frame(struct sampler *s, const struct nupp_wait_key *wk)
 	struct profile_frame f = { .name = name, .file = "[kernel]", .kind = PROFILE_FRAME_KERNEL,
 				   .addr = wk->wchan };
 
-	if (wk->syscall >= 0 && !call) {
+	if (wk->syscall >= 0 && !call && wk->syscall != NUPP_WAIT_COROUTINE) {
 		snprintf(nr, sizeof(nr), "syscall %d", wk->syscall);
 		call = nr;
 	}
-	if (wk->preempted)
+	if (wk->syscall == NUPP_WAIT_COROUTINE)
+		snprintf(name, sizeof(name), "[coroutine wait]");
+	else if (wk->preempted)
 		snprintf(name, sizeof(name), "[preempted]");
 	else if (call && wchan)
 		snprintf(name, sizeof(name), "%s (%s)", call, wchan);

@@ -2,7 +2,7 @@
 /*
  * luahost - a minimal C program embedding LuaJIT, for tests.
  *
- *   luahost SCRIPT [--threads N [--busy-main]] [ARG...]
+ *   luahost SCRIPT [--threads N [--busy-main]] [--event-loop] [ARG...]
  *
  * Runs SCRIPT in a fresh lua_State with the standard libraries. With
  * --threads N it runs the script in N independent lua_States, one per
@@ -12,6 +12,14 @@
  * With --busy-main the main thread, in no VM, spins in C until the threads
  * are done, as a host's own thread would work beside its Lua threads, then
  * prints "main tid TID cpu SECONDS" (its own CPU time).
+ *
+ * With --event-loop the script runs as a coroutine of its VM, resumed by
+ * the host from C (lua_resume) as an event loop resumes a request's
+ * coroutine (OpenResty's): the global host_wait(MS) yields from C
+ * (lua_yield), the host sleeps MS milliseconds, as a loop waits in
+ * epoll_wait for what the coroutine waits on, and resumes it; with
+ * LUAHOST_SPIN=1 in the environment it spins in C meanwhile instead, as a
+ * loop busy with other requests (spin_in_loop).
  *
  * Links against libluajit-5.1.so.2, so LD_LIBRARY_PATH selects the LuaJIT
  * build (e.g. build/stock/luajit2/usr/lib/x86_64-linux-gnu).
@@ -36,6 +44,7 @@ struct run {
 
 static const char *script;
 static int runs_done;		/* threads whose run ended (atomic) */
+static int event_loop;		/* --event-loop */
 static char **script_args;
 static int nscript_args;
 
@@ -51,6 +60,66 @@ static int traceback(lua_State *L)
 	lua_pushinteger(L, 2);
 	lua_call(L, 2, 1);
 	return 1;
+}
+
+/* host_wait(MS): the coroutine yields to the host until MS ms from now
+ * (its deadline, in the VM's registry). */
+static int host_wait(lua_State *L)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	lua_pushnumber(L, now.tv_sec + now.tv_nsec / 1e9 + luaL_checknumber(L, 1) / 1e3);
+	lua_setfield(L, LUA_REGISTRYINDEX, "host_wait_until");
+	return lua_yield(L, 0);
+}
+
+/* The event loop's own work while the coroutine waits: C code of the host,
+ * outside Lua, until the deadline. */
+static __attribute__((noinline)) void spin_in_loop(const struct timespec *until)
+{
+	struct timespec now;
+	volatile unsigned long sink = 0;
+
+	do {
+		for (int i = 0; i < 10000; i++)
+			sink += (unsigned long)i * 7 % 13;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (now.tv_sec < until->tv_sec ||
+		 (now.tv_sec == until->tv_sec && now.tv_nsec < until->tv_nsec));
+}
+
+/* The host's loop: resume the script's coroutine, which is on top of L's
+ * stack with its function, until it ends; when it yields, sleep until its
+ * deadline. 0, or an error on top of L. */
+static int run_event_loop(lua_State *L)
+{
+	lua_State *co = lua_newthread(L);
+	int status;
+
+	lua_insert(L, -2);			/* the thread below its function */
+	lua_xmove(L, co, 1);
+	while ((status = lua_resume(co, 0)) == LUA_YIELD) {
+		struct timespec until;
+		double t;
+
+		lua_getfield(L, LUA_REGISTRYINDEX, "host_wait_until");
+		t = lua_tonumber(L, -1);
+		lua_pop(L, 1);
+		until.tv_sec = (time_t)t;
+		until.tv_nsec = (long)((t - until.tv_sec) * 1e9);
+		if (getenv("LUAHOST_SPIN"))
+			spin_in_loop(&until);
+		else
+			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL))
+				;
+	}
+	if (status) {
+		lua_xmove(co, L, 1);		/* the error */
+		return status;
+	}
+	lua_pop(L, 1);				/* the thread */
+	return 0;
 }
 
 static void *run_script(void *arg)
@@ -76,8 +145,12 @@ static void *run_script(void *arg)
 	}
 	lua_setglobal(L, "arg");
 
+	lua_pushcfunction(L, host_wait);
+	lua_setglobal(L, "host_wait");
+
 	lua_pushcfunction(L, traceback);
-	if (luaL_loadfile(L, script) != 0 || lua_pcall(L, 0, 0, -2) != 0) {
+	if (luaL_loadfile(L, script) != 0 ||
+	    (event_loop ? run_event_loop(L) : lua_pcall(L, 0, 0, -2)) != 0) {
 		const char *msg = lua_tostring(L, -1);
 
 		fprintf(stderr, "luahost: thread %d: %s\n", r->index, msg ? msg : "(no message)");
@@ -90,7 +163,7 @@ static void *run_script(void *arg)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: luahost SCRIPT [--threads N [--busy-main]] [ARG...]\n");
+	fprintf(stderr, "usage: luahost SCRIPT [--threads N [--busy-main]] [--event-loop] [ARG...]\n");
 	exit(2);
 }
 
@@ -130,6 +203,8 @@ int main(int argc, char **argv)
 				usage();
 		} else if (strcmp(argv[i], "--busy-main") == 0) {
 			busy_main = 1;
+		} else if (strcmp(argv[i], "--event-loop") == 0) {
+			event_loop = 1;
 		} else {
 			rest[nrest++] = argv[i];
 		}
