@@ -5,17 +5,25 @@ in as the leaf (bpf/offcpu.h, user/sampler/waits.c).
 
 The workload (tests/fixtures/workloads/waits.lua) waits in os.execute("sleep"),
 in a pipe's read, in an FFI usleep, and, under luahost with two threads, for
-a file lock the other thread holds; it times each wait itself around the call
-(CLOCK_MONOTONIC) and prints "truth NAME SECONDS".
+a file lock the other thread holds. It times each call that waits itself:
+its wall-clock time and its thread's CPU time ("truth NAME", "truth
+NAME.cpu").
 
-Model: not sampled. Every switch of a target thread is seen, and each wait at
-least --min-block long is counted whole, so a wait's time in the profile is
-the time its thread spent off the CPU inside the bracket the program timed.
-The bracket holds besides only the thread's own CPU time (a fork and exec of
-a shell: ~1 ms, measured 0.5-2 ms beside a busy loop per CPU) and its
-preemptions, which are not waits (counted only with --include-preempted):
-both are far below the 5 % of a 0.5 s wait (25 ms) that the bound allows. A
-thread woken but waiting for a CPU is off it in both counts alike.
+Model: not sampled. Every switch of a target thread is seen, and each wait
+at least --min-block long is counted whole: from the thread's switch out to
+its switch back in, a few µs of the switches' own work aside (3.6 µs a
+wait measured, kernel-notes/offcpu.md). So, inside a timed call:
+
+- all the time off the CPU, blocked or preempted (--include-preempted),
+  is the call's wall-clock time less its thread's CPU time: the bound is
+  ±5 % of that, the issue's, though the identity holds to a few µs a wait
+  whatever else runs (the tests run beside a busy loop per CPU);
+- the time blocked alone (the default) lies between what the call was
+  asked to wait (a sleep, a lock held that long: the kernel wakes no one
+  early) and the call's wall-clock time. On an idle machine the two are
+  within 2 % of each other (a fork and exec of a shell, ~10 ms of 0.5 s);
+  beside busy loops the wall-clock time grows with the preemptions, which
+  are not waits.
 """
 import json
 import re
@@ -29,6 +37,7 @@ from helpers import BUILD, NUPP, assert_rate, parse_collapsed, parse_truth, read
 WAITS = workload("waits.lua")
 SECONDS = 0.5
 TOL = 0.05		# the issue's ±5 % of each known wait
+EDGE = 0.002		# s: the switches' own work at a wait's ends, and rounding
 
 # What each wait of waits.lua is: its function, the C function or builtin
 # it waits in, the leaf's system call.
@@ -39,10 +48,11 @@ KINDS = {
 }
 
 
-def off_cpu(nupp, build, *args, extra=(), **kw):
+def off_cpu(nupp, build, *args, extra=(), env=None, **kw):
     """nupp-bpf record --off-cpu EXTRA -- BUILD waits.lua ARGS."""
-    return nupp.run(["record", "--off-cpu", *extra, "--", *build.command(WAITS, *args)],
-                    env=build.environ(), **kw)
+    e = build.environ()
+    e.update(env or {})
+    return nupp.run(["record", "--off-cpu", *extra, "--", *build.command(WAITS, *args)], env=e, **kw)
 
 
 def charged(rows, fn):
@@ -55,24 +65,39 @@ def charged(rows, fn):
     return by_leaf
 
 
+def assert_blocked(kind, waited, truth, asked, what=""):
+    """A wait blocked alone (the model above): between what it was asked to
+    last and its call's wall-clock time."""
+    wall = truth[kind]
+    assert asked * (1 - EDGE) <= waited <= wall + EDGE, \
+        f"{kind}: {waited:.4f} s blocked, asked {asked} s, the call took {wall:.4f} s\n{what}"
+
+
+def assert_off_cpu(kind, waited, truth, what=""):
+    """All of a call's time off the CPU (--include-preempted): its
+    wall-clock time less its CPU time, ±5 %."""
+    off = truth[kind] - truth[kind + ".cpu"]
+    assert abs(waited - off) <= TOL * off, \
+        f"{kind}: {waited:.4f} s off the CPU, the call {off:.4f} s (wall less CPU)\n{what}"
+
+
 @pytest.mark.parametrize("build_name", ["stock-luajit", "stock-luajit2", "trixie-luajit"])
 def test_waits_charged_to_their_functions(nupp, build_name):
-    """Each wait is charged to its function within ±5 % of its timed length,
-    under the C function it waits in, with its system call and wait
-    channel as the leaf: `wait_pipe;read;read (anon_pipe_read)`."""
+    """Each wait is charged to its function (between what it was asked to
+    last and its call's wall-clock time: the model above), under the C
+    function it waits in, with its system call and wait channel as the
+    leaf: `wait_pipe;read;read (anon_pipe_read)`."""
     b = ready_build(build_name)
     run = off_cpu(nupp, b, SECONDS)
     assert run.returncode == 0, run
     truth = parse_truth(run.stdout)
-    assert sorted(truth) == sorted(KINDS), run
+    assert sorted(k for k in truth if "." not in k) == sorted(KINDS), run
     rows = run.rows
     for kind, (fn, cfn, call) in KINDS.items():
         by_leaf = charged(rows, fn)
         main = {leaf: us for leaf, us in by_leaf.items() if leaf.startswith(call + " (")}
         assert len(main) == 1, f"{kind}: no single '{call} (…)' leaf under {fn}: {by_leaf}\n{run}"
-        waited = sum(by_leaf.values()) / 1e6
-        assert abs(waited - truth[kind]) <= TOL * truth[kind], \
-            f"{kind}: {waited:.4f} s charged to {fn}, timed {truth[kind]:.4f} s\n{run.output.read_text()}"
+        assert_blocked(kind, sum(by_leaf.values()) / 1e6, truth, SECONDS, run.output.read_text())
         stack = next(s for s, _ in rows if fn in s.split(";") and s.endswith(next(iter(main))))
         assert stack.split(";")[-2] == cfn, f"{kind}: {stack}"
     m = re.search(r"^nupp-bpf: [\d.]+ s, ([\d.]+) s off the CPU in (\d+) waits, \d+ stacks$",
@@ -81,45 +106,59 @@ def test_waits_charged_to_their_functions(nupp, build_name):
     assert abs(float(m[1]) - sum(us for _, us in rows) / 1e6) < 0.002, run.stderr
 
 
+def test_preempted_too_is_all_time_off_the_cpu(nupp):
+    """--include-preempted: each call's time off the CPU, blocked and
+    preempted, is its wall-clock time less its CPU time, within ±5 %
+    (the model's identity), beside busy loops as on an idle machine."""
+    b = ready_build("stock-luajit")
+    run = off_cpu(nupp, b, SECONDS, extra=["--include-preempted"])
+    assert run.returncode == 0, run
+    truth = parse_truth(run.stdout)
+    for kind, (fn, _, _) in KINDS.items():
+        assert_off_cpu(kind, sum(charged(run.rows, fn).values()) / 1e6, truth, run.output.read_text())
+
+
 def test_lock_contended_between_threads(nupp, tmp_path):
-    """luahost --threads 2: thread 1 holds a file lock 0.5 s, thread 2 waits
-    for it in flock(2) (timed by the thread): charged to wait_lock;flock
-    within ±5 %, and thread 1's own sleep to hold_lock. The host's main
-    thread, waiting in pthread_join in no VM, is outside Lua, not
-    unresolved."""
+    """luahost --threads 2, --include-preempted: thread 1 takes a file lock
+    and holds it 0.5 s, thread 2 waits for it in flock(2); each thread
+    times its call. The waiter's time is charged to wait_lock with a
+    flock leaf, the holder's sleep to hold_lock, each within ±5 % of its
+    call's time off the CPU. The host's main thread, waiting in
+    pthread_join in no VM, is outside Lua; what is unresolved (a switch
+    while a thread's VM is being made) stays under 1 % of the time."""
     b = ready_build("stock-luajit-host")
     env = b.environ()
     env["NUPP_LOCK_FILE"] = str(tmp_path / "lock")
-    run = nupp.run(["record", "--off-cpu", "--", *b.command(WAITS, "--threads", 2, "lock", SECONDS)],
-                   env=env)
+    run = nupp.run(["record", "--off-cpu", "--include-preempted", "--",
+                    *b.command(WAITS, "--threads", 2, "lock", SECONDS)], env=env)
     assert run.returncode == 0, run
     truth = parse_truth(run.stdout)
-    assert "lock" in truth, run
+    assert "lock" in truth and "hold" in truth, run
     by_leaf = charged(run.rows, "waits.lua:wait_lock")
-    assert list(by_leaf) and all(l.startswith("flock (") for l in by_leaf), by_leaf
-    waited = sum(by_leaf.values()) / 1e6
-    assert abs(waited - truth["lock"]) <= TOL * truth["lock"], \
-        f"lock: {waited:.4f} s charged, timed {truth['lock']:.4f} s\n{run.output.read_text()}"
+    assert [l for l in by_leaf if l.startswith("flock (")], by_leaf
+    assert all(l.startswith("flock (") or l == "[preempted]" for l in by_leaf), by_leaf
+    assert_off_cpu("lock", sum(by_leaf.values()) / 1e6, truth, run.output.read_text())
     held = sum(charged(run.rows, "waits.lua:hold_lock").values()) / 1e6
-    assert abs(held - SECONDS) <= TOL * SECONDS, run.output.read_text()
-    assert "unresolved" not in run.stderr, run.stderr
+    assert_off_cpu("hold", held, truth, run.output.read_text())
+    m = re.search(r"^  unresolved: (\d+) of (\d+) µs", run.stderr, re.M)
+    assert not m or int(m[1]) <= 0.01 * int(m[2]), run.stderr
     assert re.search(r"^  outside Lua: .* on threads in no VM", run.stderr, re.M), run.stderr
 
 
 def test_min_block_leaves_out_short_waits(nupp):
-    """--min-block 100000 (0.1 s): only the three long waits are left, each
-    whole; the fork's and the pipe's short waits are gone."""
+    """--min-block 100000 (0.1 s): only the long waits are left (the three
+    and the 0.3 s before them), each whole; the fork's and the pipe's short
+    waits are gone."""
     b = ready_build("stock-luajit")
     run = off_cpu(nupp, b, SECONDS, extra=["--min-block", 100000])
     assert run.returncode == 0, run
     truth = parse_truth(run.stdout)
     rows = run.rows
-    assert len(rows) == 3, run.output.read_text()
+    assert len(rows) == 4, run.output.read_text()	# and the first 0.3 s wait
     for kind, (fn, cfn, call) in KINDS.items():
         by_leaf = charged(rows, fn)
         assert len(by_leaf) == 1 and next(iter(by_leaf)).startswith(call + " ("), by_leaf
-        waited = sum(by_leaf.values()) / 1e6
-        assert abs(waited - truth[kind]) <= TOL * truth[kind], (kind, waited, truth)
+        assert_blocked(kind, sum(by_leaf.values()) / 1e6, truth, SECONDS, run.output.read_text())
 
 
 def test_formats_weigh_by_time(nupp, tmp_path):
@@ -150,8 +189,9 @@ def test_formats_weigh_by_time(nupp, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["record", "--min-block", "10", "--", "true"], "--min-block and --include-preempted go with --off-cpu or --wall"),
-    (["record", "--include-preempted", "--", "true"], "--min-block and --include-preempted go with --off-cpu or --wall"),
+    (["record", "--min-block", "10", "--", "true"], "--min-block, --include-preempted and --waits go with --off-cpu or --wall"),
+    (["record", "--include-preempted", "--", "true"], "--min-block, --include-preempted and --waits go with --off-cpu or --wall"),
+    (["record", "--waits", "--", "true"], "--min-block, --include-preempted and --waits go with --off-cpu or --wall"),
     (["record", "--off-cpu", "-F", "99", "--", "true"], "--off-cpu counts every wait"),
     (["record", "--off-cpu", "--clock", "tick", "--", "true"], "--off-cpu counts every wait"),
     (["trace", "--off-cpu", "-p", "1"], "--off-cpu and --wall are for record, top and the default job"),
@@ -169,7 +209,7 @@ def test_bad_options(args, message):
 def test_waits_carry_their_zone(nupp):
     """NUPP_WAITS_ZONES=1: each wait runs in a zone of its name; with --zones
     every one of its rows starts with [zone NAME], and the zone holds the
-    wait within ±5 %."""
+    wait (the model's bounds for a wait blocked)."""
     b = ready_build("stock-luajit")
     env = b.environ()
     env.update(NUPP_WAITS_ZONES="1", LUA_PATH=f"{BUILD}/lua/?.lua;;", LUA_CPATH=f"{BUILD}/lua/?.so;;")
@@ -180,8 +220,7 @@ def test_waits_carry_their_zone(nupp):
     for kind, (fn, _, _) in KINDS.items():
         zoned = [(s, us) for s, us in run.rows if fn in s.split(";")]
         assert zoned and all(s.startswith(f"[zone {kind}];") for s, _ in zoned), zoned
-        waited = sum(us for _, us in zoned) / 1e6
-        assert abs(waited - truth[kind]) <= TOL * truth[kind], (kind, waited, truth)
+        assert_blocked(kind, sum(us for _, us in zoned) / 1e6, truth, SECONDS, run.output.read_text())
 
 
 def test_in_a_pid_namespace(tmp_path):
@@ -195,66 +234,68 @@ def test_in_a_pid_namespace(tmp_path):
                        env=b.environ())
     assert p.returncode == 0, p.stderr
     truth = parse_truth(p.stdout)
-    rows = parse_collapsed(out.read_text())
+    text = out.read_text()
+    rows = parse_collapsed(text)
     for kind, (fn, _, call) in KINDS.items():
         by_leaf = charged(rows, fn)
-        assert len(by_leaf) == 1 and next(iter(by_leaf)).startswith(call + " ("), by_leaf
-        waited = sum(by_leaf.values()) / 1e6
-        assert abs(waited - truth[kind]) <= TOL * truth[kind], (kind, waited, truth)
+        assert len(by_leaf) == 1 and next(iter(by_leaf)).startswith(call + " ("), \
+            f"{kind}: {by_leaf}\n{text}\n{p.stdout}\n{p.stderr}"
+        assert_blocked(kind, sum(by_leaf.values()) / 1e6, truth, SECONDS, text + p.stderr)
 
 
 def test_wall_holds_both_halves(nupp, tmp_path):
-    """record --wall on `waits.lua wall 0.3`: spin 0.3 s of CPU, then sleep
-    0.3 s, three times. The profile counts microseconds: spin's rows are
-    its samples times their period, within assert_rate's bounds of the CPU
-    time it measured (model there: Poisson counts times the VM's timer
-    efficiency, 0.6-1.07); nap's rows, its waits, within ±5 % of the time
-    it measured, and end in their kernel frame. pprof's type is
-    wall/nanoseconds, its `cpu` label splitting the two halves as the
-    rows do."""
+    """record --wall --include-preempted on `waits.lua wall 0.3`: spin 0.3 s
+    of CPU, then sleep 0.3 s, three times. The profile counts
+    microseconds: spin's samples times their period, within assert_rate's
+    bounds of the CPU time it measured (model there: Poisson counts times
+    the VM's timer efficiency, 0.6-1.07); nap's waits, blocked or
+    preempted, within ±5 % of its calls' wall-clock time less their CPU
+    time (this module's model), the blocked ones ending in their kernel
+    frame. pprof's type is wall/nanoseconds, its `cpu` label splitting
+    the profile into the samples and the waits."""
     b = ready_build("stock-luajit")
     pb = tmp_path / "wall.pb.gz"
-    run = nupp.run(["record", "--wall", "-F", 997, "-o", pb, "--", *b.command(WAITS, "wall", 0.3)],
-                   env=b.environ())
+    run = nupp.run(["record", "--wall", "--include-preempted", "-F", 997, "-o", pb, "--",
+                    *b.command(WAITS, "wall", 0.3)], env=b.environ())
     assert run.returncode == 0, run
     truth = parse_truth(run.stdout)
     rows = run.rows
-    spin = sum(us for s, us in rows if "waits.lua:spin" in s.split(";"))
-    nap = {s: us for s, us in rows if "waits.lua:nap" in s.split(";")}
+    def waiting(stack):		# a wait's row ends in its kernel frame
+        return stack.endswith(")") or stack.endswith("[preempted]")
+    spin = sum(us for s, us in rows if "waits.lua:spin" in s.split(";") and not waiting(s))
+    nap = {s: us for s, us in rows if "waits.lua:nap" in s.split(";") and waiting(s)}
     assert_rate(spin * 997 / 1e6, truth["spin"], 997, "spin: ", run.steal)
-    waited = sum(us for s, us in nap.items() if s.endswith(")")) / 1e6
+    waited = sum(nap.values()) / 1e6
     assert abs(waited - truth["nap"]) <= TOL * truth["nap"], (waited, truth, nap)
-    assert all(s.split(";")[-1].startswith("clock_nanosleep (") for s, us in nap.items()
-               if us > 10000), nap
+    assert all(s.split(";")[-1].startswith("clock_nanosleep (") or s.endswith("[preempted]")
+               for s in nap), nap
     assert re.search(r"^  wall-clock: [\d.]+ s on the CPU \(samples × [\d.]+ ms\), [\d.]+ s off it$",
                      run.stderr, re.M), run.stderr
     top = subprocess.run(["go", "tool", "pprof", "-tags", "-unit=ns", pb], capture_output=True,
                          text=True, timeout=120)
     assert top.returncode == 0 and re.search(r"^Type: wall$", subprocess.run(
         ["go", "tool", "pprof", "-top", pb], capture_output=True, text=True).stdout, re.M), top.stderr
+    on = re.search(r"^\s+([\d.]+)ns \(\s*[\d.]+%\): on$", top.stdout, re.M)
     off = re.search(r"^\s+([\d.]+)ns \(\s*[\d.]+%\): off$", top.stdout, re.M)
-    assert off, top.stdout
-    off_rows = sum(us for s, us in rows if s.endswith(")") or s.endswith("[preempted]"))
-    assert abs(float(off[1]) - 1000 * off_rows) <= 1000 * len(rows), (off[1], off_rows, top.stdout)
+    assert on and off, top.stdout
+    assert abs(float(on[1]) + float(off[1]) - 1000 * sum(us for _, us in rows)) <= 1000, top.stdout
+    assert float(off[1]) >= 1000 * sum(nap.values()) and float(on[1]) >= 1000 * spin, top.stdout
 
 
 def test_launched_children_are_followed(nupp):
     """A launched shell's luajit child, found by the session's look at the
     command's children as record finds it (what it does before that is not
-    recorded: it settles 0.3 s first): its waits are charged alike, and the
+    recorded: it waits 0.3 s first): its waits are charged alike, and the
     shell's exit status passes through."""
     b = ready_build("stock-luajit")
-    env = b.environ()
-    env["NUPP_WAITS_SETTLE"] = "1"
     run = nupp.run(["record", "--off-cpu", "--min-block", 100000, "--", "sh", "-c",
-                    " ".join(map(str, b.command(WAITS, SECONDS))) + "; exit 3"], env=env)
+                    " ".join(map(str, b.command(WAITS, SECONDS))) + "; exit 3"], env=b.environ())
     assert run.returncode == 3, run		# the command's exit status passes through
     truth = parse_truth(run.stdout)
     for kind, (fn, _, call) in KINDS.items():
         by_leaf = charged(run.rows, fn)
         assert len(by_leaf) == 1 and next(iter(by_leaf)).startswith(call + " ("), (kind, by_leaf)
-        waited = sum(by_leaf.values()) / 1e6
-        assert abs(waited - truth[kind]) <= TOL * truth[kind], (kind, waited, truth)
+        assert_blocked(kind, sum(by_leaf.values()) / 1e6, truth, SECONDS, run.output.read_text())
 
 
 def test_a_wait_under_way_at_the_end_is_counted(nupp):
@@ -278,8 +319,9 @@ def test_coroutine_waits_charged_at_their_yield(nupp):
     """--waits: luahost --event-loop resumes the script's coroutine from C,
     and host_wait(MS) yields from C (lua_yield) as OpenResty's cosocket
     waits do: each wait, from the yield to the resume, is charged to the
-    stack at the yield with a [coroutine wait] leaf, within ±5 % of the
-    time the coroutine measured around it. The host's own sleep meanwhile
+    stack at the yield with a [coroutine wait] leaf: between what it asked
+    for and the time the coroutine measured around the call (the model of
+    a wait blocked). The host's own sleep meanwhile
     (the event loop's wait) is outside Lua: g->cur_L still names the
     yielded coroutine, whose frames it must not be charged to."""
     b = ready_build("stock-luajit-host")
@@ -288,11 +330,12 @@ def test_coroutine_waits_charged_at_their_yield(nupp):
     assert run.returncode == 0, run
     truth = parse_truth(run.stdout)
     rows = dict(run.rows)
-    for fn, stack in (("fetch_user", "eventloop.lua:0;eventloop.lua:handler;eventloop.lua:fetch_user;"
-                                     "host_wait;[coroutine wait]"),
-                      ("handler", "eventloop.lua:0;eventloop.lua:handler;host_wait;[coroutine wait]")):
+    for fn, asked, stack in (
+            ("fetch_user", 0.3, "eventloop.lua:0;eventloop.lua:handler;eventloop.lua:fetch_user;"
+                                "host_wait;[coroutine wait]"),
+            ("handler", 0.1, "eventloop.lua:0;eventloop.lua:handler;host_wait;[coroutine wait]")):
         assert stack in rows, run.output.read_text()
-        assert abs(rows[stack] / 1e6 - truth[fn]) <= TOL * truth[fn], (fn, rows[stack], truth)
+        assert_blocked(fn, rows[stack] / 1e6, truth, asked, run.output.read_text())
     assert not [s for s in rows if "clock_nanosleep" in s], run.output.read_text()
     assert re.search(r"^  outside Lua: \d+ of", run.stderr, re.M), run.stderr
 
