@@ -98,13 +98,22 @@ def heap_rows(s):
              % (r[3], r[5], r[2]))]
 
 
+def offcpu_rows(s):
+    lower, = line(s, r"Throughput: \*\*([-\d.]+ %)\*\* lower")
+    ns, share = line(s, r"own time: \*\*(\d+) ns\*\* a run.*?\*\*([\d.]+ %)\*\* of the target")
+    rate, = line(s, r"\| alone \| [\d,]+ \| ([\d,]+) \|")
+    return [("`record --off-cpu`, two processes switching %s times a second: throughput lost; "
+             "the switch program's time" % rate, "%s; %s ns a switch, %s of their CPU" % (lower, ns, share))]
+
+
 def check_rows(s):
     r = row(s, "the repository's Lua")
     return [("`nupp-bpf check`, lines of Lua per second on one core", "{:,}".format(int(r[5])))]
 
 
 TABLE = (("bench-sampler", sampler_rows), ("bench-trace", trace_rows), ("bench-zone", zone_rows),
-         ("bench-nginx", nginx_rows), ("bench-check", check_rows), ("bench-heap", heap_rows))
+         ("bench-nginx", nginx_rows), ("bench-check", check_rows), ("bench-heap", heap_rows),
+         ("bench-offcpu", offcpu_rows))
 
 
 def table(bench_text):
