@@ -17,6 +17,7 @@ import subprocess
 import shutil
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -290,3 +291,84 @@ def test_check_reads_a_running_worker(nginx, kind):
     assert any("resty/" in u for u in uris), sorted(uris)
     assert server.get("/sum?n=10") == (200, f"{checksum(10)}\n")
     assert server.errors() == []
+
+
+class SlowUpstream:
+    """A TCP server on a free port that answers each line it gets with a
+    line, 50 ms later: the slow upstream a handler's cosocket waits on."""
+
+    DELAY = 0.05
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.answer, args=(c,), daemon=True).start()
+
+    def answer(self, c):
+        with c:
+            if c.makefile().readline():
+                time.sleep(self.DELAY)
+                c.sendall(b"ok\n")
+
+    def close(self):
+        self.sock.close()
+
+
+def test_coroutine_waits_of_a_worker(nginx, tmp_path):
+    """record --off-cpu --waits on the master with --children while a client
+    asks /fetch (a cosocket request to an upstream that answers 50 ms
+    later) and /nap (ngx.sleep(0.02)), one request at a time: each wait is
+    its request coroutine's, from its yield from C (lua_yield) to its
+    resume (lua_resume), charged at the yield to handler.lua:fetch_user
+    and handler.lua:nap with a [coroutine wait] leaf. Each sum lies
+    between what the requests asked for (50 ms, 20 ms each: a wait ends no
+    sooner) and the time the handlers measured around the calls (this
+    module's model for a wait blocked, tests/offcpu/). The worker's own
+    wait in epoll_wait meanwhile is outside Lua. The server is unharmed."""
+    server = nginx("stock-luajit2-lib")
+    upstream = SlowUpstream()
+    wait_for_teardowns()
+    out = tmp_path / "waits.collapsed"
+    p = subprocess.Popen([str(NUPP), "record", "--off-cpu", "--waits", "-p", str(server.pid),
+                          "--children", "-d", "5", "-o", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err, recorded = [], set()
+    for line in p.stderr:
+        err.append(line)
+        m = re.match(r"nupp-bpf: recording PID (\d+): .*, a child of PID (\d+)$", line)
+        if m and int(m[2]) == server.pid:
+            recorded.add(int(m[1]))
+        if recorded == set(server.workers):
+            break
+    measured = {"fetch": [], "nap": []}
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        for path, key in ((f"/fetch?port={upstream.port}", "fetch"), ("/nap", "nap")):
+            status, body = server.get(path)
+            assert status == 200 and body.startswith("waited "), (path, status, body)
+            measured[key].append(float(body.split()[1]))
+    stderr = "".join(err) + p.communicate(timeout=60)[1]
+    upstream.close()
+    assert p.returncode == 0 and recorded == set(server.workers), stderr
+    rows = parse_collapsed(out.read_text())
+    for key, fn, asked in (("fetch", "handler.lua:fetch_user", SlowUpstream.DELAY),
+                           ("nap", "handler.lua:nap", 0.02)):
+        waited = sum(c for s, c in rows if fn in frames(s) and s.endswith(";[coroutine wait]")) / 1e6
+        n = len(measured[key])
+        assert n >= 10, measured
+        assert n * asked * 0.998 <= waited <= sum(measured[key]) + 0.002 * n, \
+            f"{fn}: {waited:.4f} s of coroutine waits for {n} requests of {asked} s, " \
+            f"measured {sum(measured[key]):.4f} s\n{out.read_text()}\n{stderr}"
+    assert re.search(r"^  outside Lua: \d+ of", stderr, re.M), stderr
+    assert server.errors() == []
+    assert server.quit() == 0
