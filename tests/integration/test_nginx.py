@@ -329,8 +329,8 @@ def test_coroutine_waits_of_a_worker(nginx, tmp_path):
     asks /fetch (a cosocket request to an upstream that answers 50 ms
     later) and /nap (ngx.sleep(0.02)), one request at a time: each wait is
     its request coroutine's, from its yield from C (lua_yield) to its
-    resume (lua_resume), charged at the yield to handler.lua:fetch_user
-    and handler.lua:nap with a [coroutine wait] leaf. Each sum lies
+    resume (lua_resume), charged at the yield to waiting.lua:fetch_user
+    and waiting.lua:nap with a [coroutine wait] leaf. Each sum lies
     between what the requests asked for (50 ms, 20 ms each: a wait ends no
     sooner) and the time the handlers measured around the calls (this
     module's model for a wait blocked, tests/offcpu/). The worker's own
@@ -361,8 +361,8 @@ def test_coroutine_waits_of_a_worker(nginx, tmp_path):
     upstream.close()
     assert p.returncode == 0 and recorded == set(server.workers), stderr
     rows = parse_collapsed(out.read_text())
-    for key, fn, asked in (("fetch", "handler.lua:fetch_user", SlowUpstream.DELAY),
-                           ("nap", "handler.lua:nap", 0.02)):
+    for key, fn, asked in (("fetch", "waiting.lua:fetch_user", SlowUpstream.DELAY),
+                           ("nap", "waiting.lua:nap", 0.02)):
         waited = sum(c for s, c in rows if fn in frames(s) and s.endswith(";[coroutine wait]")) / 1e6
         n = len(measured[key])
         assert n >= 10, measured
