@@ -116,7 +116,11 @@ def test_rotated_files_add_up_to_the_session(privileged, tmp_path):
         c = COST_RE.search(raw)
         assert c, f"{f.name} states no cost:\n{raw[:400]}"
         assert int(c[1]) == raw_samples(raw), (c[0], raw_samples(raw))
-        assert 0 <= float(c[2]) <= os.cpu_count() * float(c[3]) and float(c[3]) <= 1.6, c[0]
+        # Both figures are printed to the millisecond: the last file's
+        # interval can be a few of them (the target exited just after a
+        # rotation), so the bound allows each its rounding.
+        assert 0 <= float(c[2]) <= os.cpu_count() * (float(c[3]) + 0.0005) + 0.0005 \
+            and float(c[3]) <= 1.6, c[0]
         costs.append(float(c[3]))
     assert starts == sorted(starts) and len(set(starts)) == len(starts)
     # Every file but the last covers one interval of 1 s: their starts are

@@ -70,7 +70,7 @@ static int say_cost(struct profile *p, double seconds, double cpu, unsigned weig
 	if (weight > 1)
 		snprintf(lowered, sizeof(lowered), "; sampling at 1/%u of the rate, each counting for %u",
 			 weight, weight);
-	snprintf(text, sizeof(text), "nupp-bpf: %llu samples; its own CPU %.3f s over %.1f s (%.2f%% of a core)%s",
+	snprintf(text, sizeof(text), "nupp-bpf: %llu samples; its own CPU %.3f s over %.3f s (%.2f%% of a core)%s",
 		 (unsigned long long)samples, cpu, seconds, seconds > 0 ? 100 * cpu / seconds : 0.0,
 		 lowered);
 	return profile__set_cost(p, text);
