@@ -3,7 +3,7 @@
  * capture.c - stop a LuaJIT process at a moment of a kind, and write what a
  * sample there would read (capture.h).
  *
- *	replay-capture PID OUT.cap.gz [any|c|interp|trace|trace-c|returning] [TRIES]
+ *	replay-capture PID OUT.cap.gz [any|c|interp|trace|trace-c|returning|link-tail] [TRIES]
  *
  * The process (its main thread) is stopped with ptrace (PTRACE_INTERRUPT,
  * at an instruction boundary, as a timer interrupt finds it), its VM state
@@ -16,7 +16,13 @@
  *	trace-c	C code a trace called (vmstate a trace, ip in a file's code);
  *	returning  a Lua frame returning in the interpreter: its link slot
  *		(at BASE - 8) is the PC register's value, its results being
- *		copied over its slots (the sampler then walks from its caller).
+ *		copied over its slots (the sampler then walks from its caller);
+ *	link-tail  the last instruction of a trace whose last snapshot holds
+ *		its base frame's function (slot 0: it returned below its start,
+ *		RETF, or tail-called), the jump that links it to another trace:
+ *		the frames it inlined are written to the stack and jit_base
+ *		moved to the innermost by then (asm_tail_link). Stopped in
+ *		such a trace, the thread is single-stepped to it.
  * Then its anonymous mappings (LuaJIT's heap, GG_State, the traces' code)
  * and the top of its C stack are written with its registers and what the
  * sampler is told of the process beyond its build (sampler__describe). As
@@ -55,9 +61,62 @@ static bool in_code(const struct nupp_proc *p, __u64 a)
 	return false;
 }
 
-/* Is the stopped thread at a moment of the kind asked? */
+/* Trace n's code of VM g, [*lo, *hi), when its last snapshot holds slot
+ * 0 (the first of a snapshot's entries, sorted by slot); -1 otherwise. */
+static int base_replacing_trace(const struct nupp_proc *p, pid_t pid, __u64 g, __u32 n,
+				__u64 *lo, __u64 *hi)
+{
+	const struct lj_layout *lj = &p->lj;
+	__u64 arr, T, mcode, snap, snapmap;
+	__u32 sz, mapofs, first;
+	__u16 nsnap;
+	__u8 nent;
+
+	if (!lj->gg_j || procmem__read(pid, &arr, 8, g - lj->gg_g + lj->gg_j + lj->J_trace) ||
+	    procmem__read(pid, &T, 8, arr + 8 * (__u64)n) || !(T &= LJ_GCVMASK) ||
+	    procmem__read(pid, &mcode, 8, T + lj->tr_mcode) ||
+	    procmem__read(pid, &sz, 4, T + lj->tr_szmcode) ||
+	    procmem__read(pid, &nsnap, 2, T + lj->tr_nsnap) || !nsnap ||
+	    procmem__read(pid, &snap, 8, T + lj->tr_snap) ||
+	    procmem__read(pid, &snapmap, 8, T + lj->tr_snapmap))
+		return -1;
+	snap += (__u64)(nsnap - 1) * lj->sn_size;
+	if (procmem__read(pid, &mapofs, 4, snap + lj->sn_mapofs) ||
+	    procmem__read(pid, &nent, 1, snap + lj->sn_nent) || !nent ||
+	    procmem__read(pid, &first, 4, snapmap + 4 * (__u64)mapofs) || first >> 24)
+		return -1;
+	*lo = mcode;
+	*hi = mcode + sz;
+	return 0;
+}
+
+/* Stopped in trace n's code, single-step to its link when n is such a
+ * trace: its last instruction, a jmp rel32 (0xe9). True there, r its
+ * registers. */
+static bool step_to_link(const struct nupp_proc *p, pid_t pid, __u64 g, __u32 n,
+			 struct user_regs_struct *r)
+{
+	__u64 lo, hi;
+	__u8 op = 0;
+	int st;
+
+	if (base_replacing_trace(p, pid, g, n, &lo, &hi) || hi - lo < 5 ||
+	    procmem__read(pid, &op, 1, hi - 5) || op != 0xe9)
+		return false;
+	for (int i = 0; i < 2000 && r->rip >= lo && r->rip < hi; i++) {
+		if (r->rip == hi - 5)
+			return true;
+		if (ptrace(PTRACE_SINGLESTEP, pid, 0, 0) || waitpid(pid, &st, __WALL) != pid ||
+		    ptrace(PTRACE_GETREGS, pid, 0, r))
+			return false;
+	}
+	return false;
+}
+
+/* Is the stopped thread at a moment of the kind asked (or stepped to it:
+ * r then holds its registers there)? */
 static bool wanted(const char *kind, const struct nupp_proc *p, pid_t pid, __u64 g,
-		   const struct user_regs_struct *r)
+		   struct user_regs_struct *r)
 {
 	__u64 ip = r->rip, link = 0;
 	__s32 vmstate = 0;
@@ -73,6 +132,9 @@ static bool wanted(const char *kind, const struct nupp_proc *p, pid_t pid, __u64
 		return vmstate >= 0 && !in_vm && !in_code(p, ip);
 	if (!strcmp(kind, "trace-c"))
 		return vmstate >= 0 && in_code(p, ip);
+	if (!strcmp(kind, "link-tail"))
+		return vmstate > 0 && !in_vm && !in_code(p, ip) &&
+		       step_to_link(p, pid, g, (__u32)vmstate, r);
 	if (!strcmp(kind, "returning"))
 		return vmstate == LJ_VMST_INTERP && in_vm && !procmem__read(pid, &link, 8, r->rdx - 8) &&
 		       link == r->rbx;
@@ -164,7 +226,7 @@ int main(int argc, char **argv)
 
 	if (argc < 3) {
 		fprintf(stderr, "usage: replay-capture PID OUT.cap.gz "
-			"[any|c|interp|trace|trace-c|returning] [TRIES]\n");
+			"[any|c|interp|trace|trace-c|returning|link-tail] [TRIES]\n");
 		return 2;
 	}
 	pid = atoi(argv[1]);

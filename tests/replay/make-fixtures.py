@@ -37,6 +37,8 @@ FIXTURES = {
     "alloc-trace-calls-c": (LUAJIT, "alloc_loop.lua", "trace-c", 16),
     "fib-returning": (LUAJIT + " -joff", "fib.lua", "returning", 64),
     "ack-deep": (LUAJIT2 + " -joff", "ack.lua", "interp", 16),
+    "link-tail": (LUAJIT, "link_tail.lua", "link-tail", 16),
+    "link-tail-luajit2": (LUAJIT2, "link_tail.lua", "link-tail", 16),
 }
 
 

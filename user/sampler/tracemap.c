@@ -755,13 +755,16 @@ static int chain_resolve(struct tracemap *tm, struct tm_trace *tr, __u32 i, stru
  * walks them from memory. They are then the chain's functions, and the
  * base frame the chain returns to lies below them, not at in[0] (whose
  * bytecode does not hold the chain's base pc; a recursion whose inlined
- * frames repeat the walked ones has its base frame at in[0]). */
+ * frames repeat the walked ones has its base frame at in[0]). A trace
+ * whose base frame is not the one it started in (it returned below it,
+ * RETF, or tail-called: the snapshot holds slot 0) wrote that function
+ * too: the frame below the chain's is it. */
 static bool chain_in_memory(struct tracemap *tm, const struct tm_chain *ch,
 			    const struct nupp_frame *in, int depth)
 {
 	int n = ch->n;
 
-	if (!n || n >= depth || ch->base_fn || !ch->base_pc)
+	if (!n || n >= depth || !ch->base_pc || (ch->base_fn && in[n].fn != ch->base_fn))
 		return false;
 	for (int k = 0; k < n; k++)
 		if (in[k].fn != ch->frames[k].fn)
