@@ -9,7 +9,7 @@ PKGS="make gcc clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev pkg-config \
       luajit libluajit-5.1-dev systemtap-sdt-dev python3 python3-pytest \
       dpkg-dev devscripts binutils libmd-dev gdb libcapstone-dev libdw-dev \
       debootstrap protobuf-c-compiler libprotobuf-c-dev golang-go chromium \
-      python3-jsonschema tmux libclang-rt-dev linux-perf wrk"
+      python3-jsonschema tmux libclang-rt-dev linux-perf wrk libjansson-dev"
 
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo

@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from helpers import NUPP, STOCK_LUAJIT, BUILDS, workload
+from helpers import NUPP, STOCK_LUAJIT, BUILDS, go_pprof, workload
 
 SHAPES = workload("heap_shapes.lua")
 
@@ -106,6 +106,24 @@ def test_census_of_known_shapes(privileged, held, build_name):
     assert hashed and hashed[0]["path"] == "_G.cache.sessions", hashed
     assert re.fullmatch(r"main thread\.stack\[\d+\]\[\d+\]", clo["path"]), clo
     assert vm["reached"] >= 50000 + 3, vm["reached"]
+    # By path: the hash table under _G.cache.sessions, whose 131,072 keys
+    # "k1".."k131072" (24-byte GCstr header, the text and its NUL) are
+    # first reached there (the globals come first); its values are true:
+    # it retains itself and its keys.
+    by_path = {g["path"]: g for g in vm["byPath"]}
+    assert len(by_path) == len(vm["byPath"]), "a path twice"
+    keys = by_path["_G.cache.sessions.<key>"]
+    want = sum(24 + len(f"k{i}") + 1 for i in range(1, 131073))
+    assert keys["objects"] == 131072 and keys["bytes"] == want, keys
+    sessions = by_path["_G.cache.sessions"]
+    assert sessions["objects"] == 1 and sessions["bytes"] == hashed[0]["bytes"], sessions
+    assert sessions["retainedBytes"] == sessions["bytes"] + want, sessions
+    # The 200,000 strings of the local table `strings`: its entries are
+    # one group, "[*]", under the main thread's stack slot.
+    entries = [g for path, g in by_path.items()
+               if re.fullmatch(r"main thread\.stack\[\d+\]\[\*\]", path) and g["objects"] == 200000]
+    assert len(entries) == 1 and entries[0]["bytes"] == 200000 * (24 + 40 + 1), \
+        [(k, g["objects"]) for k, g in by_path.items() if k.startswith("main thread")][:10]
     code, out, _ = h.release()
     assert code == 0 and out == "done\n"
 
@@ -151,11 +169,181 @@ def test_heap_text_output(privileged, held):
         assert any(want in line for line in lines), (want, p.stdout)
 
 
+GROW = workload("heap_grow.lua")
+# What heap_grow.lua's "grow 5000" adds (GC64 sizes: a GCtab is 64 bytes, a
+# hash Node 24, a GCstr header 24): 5,000 session tables of three fields
+# (4 nodes: 64 + 4 * 24 = 160 bytes), 5,000 tags tables { "a", "b" } (their
+# 3 array slots allocated with them: 64 + 3 * 8 = 88 bytes), the 5,000
+# names "user-<i>" and keys "s<i>" (i from 1,001 to 6,000).
+GREW_SESSIONS = 5000 * 160
+GREW_TAGS = 5000 * 88
+GREW_NAMES = sum(24 + len(f"user-{i}") + 1 for i in range(1001, 6001))
+GREW_KEYS = sum(24 + len(f"s{i}") + 1 for i in range(1001, 6001))
+
+
+class Growing:
+    """heap_grow.lua: grows by the sessions it is told to add."""
+
+    def __init__(self, build):
+        self.p = subprocess.Popen(build.command(GROW), env=build.environ(), stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  start_new_session=True)
+        assert self.p.stdout.readline() == "ready\n", self.p.stderr.read()
+        self.pid = self.p.pid
+
+    def grow(self, n):
+        self.p.stdin.write(f"grow {n}\n")
+        self.p.stdin.flush()
+        assert self.p.stdout.readline() == f"grown {n}\n"
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+@pytest.fixture
+def growing():
+    started = []
+
+    def start(build=STOCK_LUAJIT):
+        g = Growing(build)
+        started.append(g)
+        return g
+    yield start
+    for g in started:
+        g.close()
+
+
+def assert_grew_by_5000_sessions(vm):
+    """The diff of one VM across "grow 5000": every shape exactly, and
+    nothing else (a few strings of the command's line may come and go)."""
+    types = vm["types"]
+    assert types["table"]["objects"] == 10000, types
+    assert types["table"]["bytes"] >= GREW_SESSIONS + GREW_TAGS, types
+    assert 10000 <= types["string"]["objects"] <= 10004, types
+    grew = {g["path"]: g for g in vm["grew"]}
+    assert vm["grew"][0]["path"] == "_G.cache.sessions[*]", vm["grew"][:3]
+    want = {
+        "_G.cache.sessions[*]": (5000, GREW_SESSIONS),
+        "_G.cache.sessions[*].tags": (5000, GREW_TAGS),
+        "_G.cache.sessions[*].name": (5000, GREW_NAMES),
+        "_G.cache.sessions.<key>": (5000, GREW_KEYS),
+    }
+    for path, (objects, nbytes) in want.items():
+        assert (grew[path]["objects"], grew[path]["bytes"]) == (objects, nbytes), (path, grew[path])
+    # A session retains its tags and its name.
+    assert grew["_G.cache.sessions[*]"]["retainedBytes"] == GREW_SESSIONS + GREW_TAGS + GREW_NAMES
+    # The hash part of cache.sessions grew, the table is the same one.
+    assert grew["_G.cache.sessions"]["objects"] == 0 and grew["_G.cache.sessions"]["bytes"] > 0
+    others = [g for g in vm["grew"] if not g["path"].startswith("_G.cache.sessions")]
+    assert sum(g["objects"] for g in others) <= 4, others
+
+
+@pytest.mark.parametrize("build_name", ["stock-luajit", "stock-luajit2"])
+def test_diff_over_seconds_finds_the_leak(privileged, growing, build_name):
+    """heap --diff 4 -p PID --json: the process grows by 5,000 sessions
+    between the two censuses (told to once the first is taken, which
+    stderr says); the diff names each shape by its path, exactly."""
+    g = growing(BUILDS[build_name])
+    d = subprocess.Popen([str(NUPP), "heap", "--diff", "4", "-p", str(g.pid), "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    note = d.stderr.readline()
+    assert note == "nupp-bpf: first census taken (1 VM); the second in 4 s (^C: now)\n", note
+    g.grow(5000)
+    out, err = d.communicate(timeout=60)
+    assert d.returncode == 0 and err == "", err
+    diff = json.loads(out)
+    assert diff["pid"] == g.pid and 3.9 <= diff["seconds"] <= 30, diff["seconds"]
+    assert len(diff["vms"]) == 1
+    assert_grew_by_5000_sessions(diff["vms"][0])
+
+
+def test_diff_of_two_census_files(privileged, growing, tmp_path):
+    """heap --json twice, with 5,000 sessions added between; heap --diff
+    OLD.json NEW.json reads them back: the same diff as live, in JSON and
+    as text (its first path the sessions, with their count and bytes)."""
+    g = growing()
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(census(g.pid)))
+    g.grow(5000)
+    new.write_text(json.dumps(census(g.pid)))
+    p = subprocess.run([str(NUPP), "heap", "--diff", str(old), str(new), "--json"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert_grew_by_5000_sessions(json.loads(p.stdout)["vms"][0])
+    p = subprocess.run([str(NUPP), "heap", "--diff", str(old), str(new)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == f"nupp-bpf: heap of PID {g.pid}: what grew between the two censuses", lines
+    at = lines.index('grew, by reference path (own bytes; "[*]" the entries of a collection):')
+    assert re.fullmatch(r" +\+5000 +\+781\.2 KiB +\+\S+ \S+  _G\.cache\.sessions\[\*\]",
+                        lines[at + 2]), lines[at:at + 4]
+    assert re.fullmatch(r"  table +\+10000 +\+\S+ MiB", next(x for x in lines if x.startswith("  table"))), p.stdout
+
+
+def test_diff_file_errors(tmp_path):
+    """A file that is no census, or is missing: one line, exit 1."""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"samples": []}')
+    for args, message in [
+        ([str(bad), str(bad)], f"{bad}: not a census (heap --json writes one)"),
+        ([str(tmp_path / "none.json"), str(bad)], f"unable to open {tmp_path / 'none.json'}: "),
+        ([str(tmp_path), str(bad)], f"{tmp_path}: "),
+    ]:
+        p = subprocess.run([str(NUPP), "heap", "--diff", *args], capture_output=True, text=True,
+                           timeout=10)
+        assert p.returncode == 1 and p.stderr.startswith(f"nupp-bpf: error: {message}") and \
+            p.stderr.count("\n") == 1, p.stderr
+
+
+def test_heap_by_path_as_profiles(privileged, held, tmp_path):
+    """heap -o: the bytes by reference path as collapsed stacks, pprof
+    (inuse_space, read by go tool pprof) and a flame graph, each frame a
+    path from the root; the same bytes as the census's byPath."""
+    h = held(STOCK_LUAJIT)
+    out = census(h.pid)
+    by_path = {g["path"]: g for g in out["vms"][0]["byPath"]}
+    files = [tmp_path / n for n in ("heap.collapsed", "heap.pb.gz", "heap.svg")]
+    p = subprocess.run([str(NUPP), "heap", "-p", str(h.pid), *sum([["-o", str(f)] for f in files], [])],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith(f"nupp-bpf: heap of PID {h.pid}: 1 VM"), p.stdout[:200]
+    assert p.stderr == "".join(f"nupp-bpf: wrote {f}\n" for f in files), p.stderr
+    rows = {}
+    for line in files[0].read_text().splitlines():
+        stack, n = line.rsplit(" ", 1)
+        rows[stack] = int(n)
+    keys = "_G;_G.cache;_G.cache.sessions;_G.cache.sessions.<key>"
+    assert rows[keys] == by_path["_G.cache.sessions.<key>"]["bytes"], rows.get(keys)
+    assert rows["_G;_G.cache;_G.cache.sessions"] == by_path["_G.cache.sessions"]["bytes"]
+    # Every path's own bytes, once: the roots retain them all.
+    roots = [g for path, g in by_path.items() if path in ("_G", "registry", "main thread")]
+    assert sum(rows.values()) == sum(g["retainedBytes"] for g in roots), (sum(rows.values()), roots)
+    raw = go_pprof("-raw", files[1])
+    assert re.search(r"^Samples:\ninuse_space/bytes$", raw, re.M), raw[:300]
+    assert "Type: inuse_space" in go_pprof("-top", "-nodecount=3", files[1])
+    svg = files[2].read_text()
+    assert f"<title>_G.cache.sessions.&lt;key&gt; ({rows[keys]} bytes, " in svg
+    assert "MiB held at " in svg and "Hover a frame for its bytes" in svg
+
+
 @pytest.mark.parametrize("args,message", [
     (["heap"], "heap takes one -p PID"),
     (["heap", "-p", "1", "-p", "2"], "heap takes one -p PID"),
-    (["heap", "-p", "1", "-o", "x"], "heap writes to stdout, once: it takes -p PID, --json and --pause"),
+    (["heap", "-p", "1", "--svg", "x.svg"], "heap takes -p PID, --json, --pause, --diff and -o FILE "
+                                            "(each file's extension names its format)"),
+    (["heap", "--diff", "5", "-p", "1", "-o", "x.svg"], "heap --diff writes to stdout: no -o"),
+    (["heap", "-p", "1", "-o", "-", "--json"], "heap -o - writes that file to stdout: no --json, one -o"),
     (["record", "--pause", "-p", "1"], "--pause is for heap"),
+    (["record", "--diff", "5", "-p", "1"], "--diff is for heap"),
+    (["heap", "--diff", "5"], "heap takes one -p PID"),
+    (["heap", "--diff", "0", "-p", "1"], "--diff wants a whole number from 1 to 31536000, not '0'"),
+    (["heap", "--diff", "a.json"], "heap --diff OLD.json NEW.json takes two census files of heap "
+                                   "--json (and --json), or --diff SECONDS -p PID"),
+    (["heap", "--diff", "a.json", "b.json", "-p", "1"], "heap --diff OLD.json NEW.json takes two "
+     "census files of heap --json (and --json), or --diff SECONDS -p PID"),
 ])
 def test_heap_usage_errors(args, message):
     p = subprocess.run([str(NUPP), *args], capture_output=True, text=True, timeout=10)

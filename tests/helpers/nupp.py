@@ -115,6 +115,14 @@ def parse_collapsed(text):
     return rows
 
 
+def go_pprof(*args):
+    """What Go's `go tool pprof ARGS...` prints; asserts it ran."""
+    p = subprocess.run(["go", "tool", "pprof", *map(str, args)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, f"go tool pprof {' '.join(map(str, args))}:\n{p.stderr}"
+    return p.stdout
+
+
 def frames(stack):
     return stack.split(";")
 

@@ -39,7 +39,7 @@ import jsonschema
 import pytest
 
 from helpers import browser
-from helpers import (BUILD, NUPP, ROOT, STOCK_LUAJIT, frames, parse_collapsed, parse_summary,
+from helpers import (BUILD, NUPP, ROOT, STOCK_LUAJIT, frames, go_pprof, parse_collapsed, parse_summary,
                       workload)
 
 DEMO = ROOT / "examples" / "demo.lua"
@@ -58,13 +58,6 @@ def js_fixed1(x):
 def line_of(path, text):
     """The line number of the first line of path containing text."""
     return next(i for i, l in enumerate(Path(path).read_text().splitlines(), 1) if text in l)
-
-
-def go_pprof(*args):
-    p = subprocess.run(["go", "tool", "pprof", *map(str, args)], capture_output=True, text=True,
-                       timeout=120)
-    assert p.returncode == 0, f"go tool pprof {' '.join(map(str, args))}:\n{p.stderr}"
-    return p.stdout
 
 
 TOP_RE = re.compile(r"^\s*(\d+)\s+[\d.]+%\s+[\d.]+%\s+(\d+)\s+[\d.]+%\s+(.+)$")

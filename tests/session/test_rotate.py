@@ -18,7 +18,7 @@ import threading
 import time
 from datetime import datetime, timezone
 
-from helpers import NUPP, STOCK_LUAJIT, assert_rate, cpu_seconds, parse_collapsed, parse_summary, \
+from helpers import NUPP, STOCK_LUAJIT, assert_rate, cpu_seconds, go_pprof, parse_collapsed, parse_summary, \
     wait_for_teardowns, workload
 
 HOTCOLD = workload("hotcold.lua")
@@ -31,10 +31,7 @@ TIME_RE = re.compile(r"^Time: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d+)? ", re.M)
 
 
 def pprof_raw(path):
-    p = subprocess.run(["go", "tool", "pprof", "-raw", str(path)], capture_output=True, text=True,
-                       timeout=120)
-    assert p.returncode == 0, f"go tool pprof -raw {path}:\n{p.stderr}"
-    return p.stdout
+    return go_pprof("-raw", path)
 
 
 def raw_samples(raw):

@@ -54,7 +54,10 @@ static const char doc[] =
 "           with its VM state and each frame's line; blocked threads too\n"
 "  heap -p PID [--json] [--pause]   what holds each VM's heap now: objects\n"
 "           and bytes by type against collectgarbage(\"count\"), the largest\n"
-"           tables, closures by prototype, strings by prefix\n"
+"           tables, closures by prototype, strings by prefix, bytes by\n"
+"           reference path (-o FILE: as a flame graph, pprof inuse_space...)\n"
+"  heap --diff SECONDS -p PID | heap --diff OLD.json NEW.json   what grew\n"
+"           between two censuses, by type and by reference path\n"
 "  check [--luajit PATH] FILE|DIR... | check -p PID   the trace aborts of\n"
 "           Lua code found without running it: loaded by that LuaJIT\n"
 "           (default: luajit on PATH), or read from a running process, and\n"
@@ -70,20 +73,23 @@ static const char doc[] =
 "  nupp-bpf trace -p 1234 -o aborts.csv\n"
 "  nupp-bpf dump -p 1234             # where is it stuck?\n"
 "  nupp-bpf heap -p 1234             # what holds its memory?\n"
+"  nupp-bpf heap --diff 60 -p 1234   # what grows? (a leak hunt)\n"
+"  nupp-bpf heap -p 1234 -o heap.svg # its bytes by reference path\n"
 "  nupp-bpf top -p 1234 -F 997\n"
 "  nupp-bpf check --format text src/  # aborts predicted from bytecode\n"
 "  nupp-bpf record -p 1234 --rotate 60 --keep 1440 -o /var/lib/nupp/\n"
 "  flamegraph.pl nupp-1234.collapsed > flame.svg\n";
 
 static const char args_doc[] = "[record|trace|top] [-- CMD ARGS...]\ninspect FILE|-p PID\n"
-			       "dump -p PID [--json]\nheap -p PID [--json] [--pause]\ncheck [--luajit PATH] [--format csv|text|sarif] [--profile FILE] FILE|DIR...\n"
+			       "dump -p PID [--json]\nheap -p PID [--json] [--pause] [--diff SECONDS] [-o FILE...]\n"
+			       "heap --diff OLD.json NEW.json [--json]\ncheck [--luajit PATH] [--format csv|text|sarif] [--profile FILE] FILE|DIR...\n"
 			       "check -p PID [--format csv|text|sarif]";
 
 enum {
 	OPT_DEPTH = 0x100, OPT_ROOT, OPT_ZONE, OPT_CLOCK, OPT_BENIGN, OPT_THREADS,
 	OPT_MAX_STACKS, OPT_SVG, OPT_NO_SUMMARY, OPT_ZONES, OPT_USAGE, OPT_VERSION, OPT_CHILDREN, OPT_FORMAT,
 	OPT_LINES, OPT_DUMPSTACK_NAMES, OPT_JSON, OPT_ROTATE, OPT_KEEP, OPT_LUAJIT, OPT_PROFILE,
-	OPT_MAX_CPU, OPT_PAUSE, OPT_OFF_CPU, OPT_MIN_BLOCK, OPT_PREEMPTED, OPT_WALL, OPT_WAITS,
+	OPT_MAX_CPU, OPT_PAUSE, OPT_DIFF, OPT_OFF_CPU, OPT_MIN_BLOCK, OPT_PREEMPTED, OPT_WALL, OPT_WAITS,
 };
 
 static const struct argp_option options[] = {
@@ -137,6 +143,9 @@ static const struct argp_option options[] = {
 	{ "json", OPT_JSON, NULL, 0, "dump, heap: JSON instead of text (schema in the README)", 3 },
 	{ "pause", OPT_PAUSE, NULL, 0, "heap: stop the process while its heap is read "
 	  "(an exact census; says for how long)", 3 },
+	{ "diff", OPT_DIFF, "SECONDS|OLD.json", 0, "heap: what grew, by type and by reference "
+	  "path: between two censuses SECONDS apart (-p PID), or of two files of heap --json "
+	  "(OLD.json NEW.json)", 3 },
 	{ "luajit", OPT_LUAJIT, "PATH", 0, "check: the LuaJIT that will run the code "
 	  "(default: luajit on PATH)", 3 },
 	{ "profile", OPT_PROFILE, "FILE", 0, "check: order findings by their function's own "
@@ -324,6 +333,13 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_ROTATE:
 		o->rotate = parse_num("--rotate", arg, 1, 365L * 86400);
 		break;
+	case OPT_DIFF:
+		/* SECONDS, or the first of two census files */
+		if (arg[strspn(arg, "0123456789")] == '\0')
+			o->diff_s = parse_num("--diff", arg, 1, 365L * 86400);
+		else
+			o->diff_files[0] = arg;
+		break;
 	case OPT_KEEP:
 		o->keep = parse_num("--keep", arg, 1, 1000000);
 		break;
@@ -377,6 +393,10 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 				o->inspect_file = arg;
 				break;
 			}
+			if (o->heap && o->diff_files[0] && !o->diff_files[1]) {
+				o->diff_files[1] = arg;
+				break;
+			}
 			if (o->command_given)
 				usage_error("unexpected '%s' (a program to launch goes after --)", arg);
 			if (!strcmp(arg, "record"))
@@ -425,10 +445,21 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 			usage_error("dump takes one -p PID");
 		if (o->dump && (o->noutputs || o->svg || o->format >= 0 || o->children || o->duration))
 			usage_error("dump writes to stdout, once: it takes -p PID and --json");
-		if (o->heap && (o->npids != 1 || o->argv))
+		if ((o->diff_s || o->diff_files[0]) && !o->heap)
+			usage_error("--diff is for heap");
+		if (o->heap && o->diff_files[0] && (!o->diff_files[1] || o->npids || o->argv || o->pause))
+			usage_error("heap --diff OLD.json NEW.json takes two census files of heap --json "
+				    "(and --json), or --diff SECONDS -p PID");
+		if (o->heap && !o->diff_files[0] && (o->npids != 1 || o->argv))
 			usage_error("heap takes one -p PID");
-		if (o->heap && (o->noutputs || o->svg || o->format >= 0 || o->children || o->duration))
-			usage_error("heap writes to stdout, once: it takes -p PID, --json and --pause");
+		if (o->heap && (o->svg || o->format >= 0 || o->children || o->duration))
+			usage_error("heap takes -p PID, --json, --pause, --diff and -o FILE (each "
+				    "file's extension names its format)");
+		if (o->heap && o->noutputs && (o->diff_s || o->diff_files[0]))
+			usage_error("heap --diff writes to stdout: no -o");
+		for (int i = 0; o->heap && i < o->noutputs; i++)
+			if (!strcmp(o->outputs[i], "-") && (o->json || o->noutputs > 1))
+				usage_error("heap -o - writes that file to stdout: no --json, one -o");
 		if (o->json && !o->dump && !o->heap)
 			usage_error("--json is for dump and heap");
 		if (o->pause && !o->heap)
@@ -512,7 +543,10 @@ int main(int argc, char **argv)
 	if (o.dump)
 		return dump__run(o.pids[0], o.json);
 	if (o.heap)
-		return heap__run(o.pids[0], o.json, o.pause);
+		return heap__run(&(struct heap_opts){ .pid = o.npids ? o.pids[0] : 0, .json = o.json,
+					       .pause = o.pause, .diff_s = o.diff_s,
+					       .old = o.diff_files[0], .new = o.diff_files[1],
+					       .outputs = o.outputs, .noutputs = o.noutputs });
 	if (o.check) {
 		struct check_opts c = {
 			.luajit = o.luajit, .pid = o.npids ? o.pids[0] : 0,

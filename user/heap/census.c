@@ -11,17 +11,9 @@
 #include "base/text.h"
 #include "base/util.h"
 
-const char *const heap_type_names[HEAP_TYPES] = {
-	"table", "string", "Lua function", "C function", "upvalue", "prototype", "thread",
-	"userdata", "cdata", "trace",
-};
-
 /* Object type tags (gch.gct) are LJ_GCT_* of bpf/lj_layout.h. */
 
 #define OBJECTS_MAX	(1ULL << 31)	/* a list longer than this is no heap: cut */
-#define ASIZE_MAX	(1U << 28)	/* LJ_MAX_ASIZE: array slots */
-#define HSIZE_MAX	(1U << 27)	/* LJ_MAX_HBITS 26: hash slots */
-#define STRLEN_MAX	0x7fffff00U	/* LJ_MAX_STR */
 #define PREFIX_LEN	12		/* bytes of a string that make its prefix */
 
 /* ---- the walk ------------------------------------------------------------ */
@@ -53,28 +45,6 @@ static void rank_table(struct census *c, const struct census_table *t)
 	c->tables[i] = *t;
 }
 
-/* A table's bytes as lj_tab_free gives them back: the GCtab with the array
- * slots allocated with it (colo), the hash part when it has one (hmask 0
- * is the shared empty node), the array part when apart. */
-static int table_bytes(struct walk *w, __u64 o, const unsigned char *h, __u64 *bytes)
-{
-	const struct lj_layout *lj = w->lj;
-	__u32 asize = load_u32(h, lj->tab_asize), hmask = load_u32(h, lj->tab_hmask);
-	__s8 colo = (__s8)h[lj->tab_colo];
-	struct census_table t = { .addr = o, .asize = asize, .hsize = hmask ? hmask + 1 : 0 };
-
-	if (asize > ASIZE_MAX || hmask >= HSIZE_MAX || (hmask & (hmask + 1)))
-		return -1;
-	*bytes = colo ? lj->tab_size + (__u64)(colo & 0x7f) * 8 : lj->tab_size;
-	if (hmask)
-		*bytes += (__u64)(hmask + 1) * lj->node_size;
-	if (asize && colo <= 0)
-		*bytes += (__u64)asize * 8;
-	t.bytes = *bytes;
-	rank_table(w->c, &t);
-	return 0;
-}
-
 static int proto_closure(struct walk *w, __u64 pt, __u64 fn, __u64 bytes)
 {
 	long i = keymap__get(&w->protos, &pt, sizeof(pt));
@@ -94,85 +64,30 @@ static int proto_closure(struct walk *w, __u64 pt, __u64 fn, __u64 bytes)
 }
 
 /* One object of the root list or the finalizer circle: its type and bytes
- * counted. 0, 1 when it did not check, -1 out of memory. */
-static int count_object(struct walk *w, __u64 o, __u8 gct, const unsigned char *h)
+ * counted, a table ranked, a closure counted by prototype. 0, 1 when it did
+ * not check, -1 out of memory. */
+static int count_object(struct walk *w, __u64 o, const unsigned char *h)
 {
 	const struct lj_layout *lj = w->lj;
 	enum heap_type type;
 	__u64 bytes;
-	__u8 n;
 
-	switch (gct) {
-	case LJ_GCT_TAB:
-		type = HEAP_TABLE;
-		if (table_bytes(w, o, h, &bytes))
-			return 1;
-		break;
-	case LJ_GCT_FUNC:
-		n = h[lj->fn_nupvalues];
-		if (h[lj->fn_ffid] == 0) {
-			type = HEAP_LUA_FUNCTION;
-			bytes = lj->fnl_size - 8 + 8ULL * n;
-			if (proto_closure(w, (load_u64(h, lj->fn_pc) & LJ_GCVMASK) - lj->pt_size, o, bytes))
-				return -1;
-		} else {
-			type = HEAP_C_FUNCTION;
-			bytes = lj->fnc_size - 8 + 8ULL * n;	/* TValue upvalue[] */
-		}
-		break;
-	case LJ_GCT_UPVAL:
-		type = HEAP_UPVALUE;
-		bytes = lj->uv_size;
-		break;
-	case LJ_GCT_PROTO:
-		type = HEAP_PROTO;
-		bytes = load_u32(h, lj->pt_sizept);
-		if (bytes < lj->pt_size)
-			return 1;
-		break;
-	case LJ_GCT_THREAD:
-		type = HEAP_THREAD;
-		/* The main thread's lua_State is part of GG_State (vm_bytes). */
-		bytes = 8ULL * load_u32(h, lj->L_stacksize) + (o == w->GG ? 0 : lj->L_size);
-		break;
-	case LJ_GCT_UDATA:
-		type = HEAP_USERDATA;
-		bytes = lj->ud_size + (__u64)load_u32(h, lj->ud_len);
-		break;
-	case LJ_GCT_CDATA:
-		type = HEAP_CDATA;
-		bytes = lj->cd_size;	/* its payload's size is its ctype's: not read */
-		break;
-	case LJ_GCT_TRACE:
-		type = HEAP_TRACE;
-		if (!lj->tr_size)
-			return 1;
-		/* trace_save() in lj_trace.c */
-		bytes = ((lj->tr_size + 7) & ~7ULL) +
-			(__u64)(load_u32(h, lj->tr_nins) - load_u32(h, lj->tr_nk)) * lj->ir_size +
-			(__u64)(*(const __u16 *)(h + lj->tr_nsnap)) * lj->sn_size +
-			4ULL * load_u32(h, lj->tr_nsnapmap);
-		break;
-	default:
+	if (h[lj->gc_gct] == LJ_GCT_STR ||	/* strings are on the string table's chains */
+	    heap_object__weigh(lj, w->GG, o, h, &type, &bytes))
 		return 1;
+	if (type == HEAP_TABLE) {
+		__u32 hmask = load_u32(h, lj->tab_hmask);
+
+		rank_table(w->c, &(struct census_table){ .addr = o, .bytes = bytes,
+							 .asize = load_u32(h, lj->tab_asize),
+							 .hsize = hmask ? hmask + 1 : 0 });
+	} else if (type == HEAP_LUA_FUNCTION &&
+		   proto_closure(w, (load_u64(h, lj->fn_pc) & LJ_GCVMASK) - lj->pt_size, o, bytes)) {
+		return -1;
 	}
 	w->c->type[type].objects++;
 	w->c->type[type].bytes += bytes;
 	return 0;
-}
-
-/* Bytes of an object's header the walk reads: enough for every field of
- * every type it counts. */
-static __u32 header_len(const struct lj_layout *lj)
-{
-	__u32 n = lj->tab_size;
-
-	n = lj->fnc_size > n ? lj->fnc_size : n;
-	n = lj->pt_size > n ? lj->pt_size : n;
-	n = lj->L_size > n ? lj->L_size : n;
-	n = lj->ud_size > n ? lj->ud_size : n;
-	n = lj->tr_size > n ? lj->tr_size : n;
-	return n;
 }
 
 /* Walk a list from first through nextgc; stop at end (0, or the first
@@ -181,7 +96,7 @@ static int walk_list(struct walk *w, __u64 first, __u64 end)
 {
 	const struct lj_layout *lj = w->lj;
 	unsigned char h[1024];
-	__u32 hlen = header_len(lj);
+	__u32 hlen = heap_object__header_len(lj);
 	__u64 o = first, steps = 0;
 
 	if (hlen > sizeof(h))
@@ -199,7 +114,7 @@ static int walk_list(struct walk *w, __u64 first, __u64 end)
 			w->c->cut = true;	/* its nextgc is lost with it */
 			return 0;
 		}
-		r = count_object(w, o, h[lj->gc_gct], h);
+		r = count_object(w, o, h);
 		if (r < 0)
 			return -1;
 		w->c->invalid += r;
@@ -260,6 +175,7 @@ static int walk_strings(struct walk *w, __u64 g)
 
 			while (o) {
 				__u32 len, want = lj->str_size + PREFIX_LEN;
+				enum heap_type type;
 				__u64 bytes;
 
 				if ((o & 7) || ++steps > OBJECTS_MAX ||
@@ -269,12 +185,12 @@ static int walk_strings(struct walk *w, __u64 g)
 					w->c->cut = true;
 					break;
 				}
-				len = load_u32(h, lj->str_len);
-				if (h[lj->gc_gct] != LJ_GCT_STR || len > STRLEN_MAX) {
+				if (h[lj->gc_gct] != LJ_GCT_STR ||
+				    heap_object__weigh(lj, w->GG, o, h, &type, &bytes)) {
 					w->c->invalid++;
 					break;
 				}
-				bytes = lj->str_size + (__u64)len + 1;
+				len = load_u32(h, lj->str_len);
 				w->c->type[HEAP_STRING].objects++;
 				w->c->type[HEAP_STRING].bytes += bytes;
 				if (count_prefix(w, h + lj->str_size,
@@ -352,12 +268,17 @@ static void name_protos(struct walk *w)
  * stay "" (unreached). */
 static void find_paths(struct walk *w, __u64 g)
 {
-	struct refs *r = refs__walk(&w->mem, w->lj, g);
 	struct census *c = w->c;
+	size_t objects = 0;
+	struct refs *r;
 
-	if (!r)
+	for (int i = 0; i < HEAP_TYPES; i++)
+		objects += c->type[i].objects;
+	if (!(r = refs__walk(&w->mem, w->lj, g, objects)))
 		return;
 	c->reached = refs__reached(r);
+	if (refs__groups(r, &c->paths))
+		path_groups__free(&c->paths);	/* out of memory: none */
 	for (int i = 0; i < c->ntables; i++)
 		if (refs__path(r, c->tables[i].addr, c->tables[i].path, CENSUS_PATH))
 			c->tables[i].path[0] = '\0';
@@ -365,6 +286,11 @@ static void find_paths(struct walk *w, __u64 g)
 		if (refs__path(r, c->protos[i].closure, c->protos[i].path, CENSUS_PATH))
 			c->protos[i].path[0] = '\0';
 	refs__free(r);
+}
+
+void census__free(struct census *c)
+{
+	path_groups__free(&c->paths);
 }
 
 int census__take(const struct lj_target *t, __u64 g, struct census *c, char *err, size_t errsz)

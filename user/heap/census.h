@@ -22,12 +22,9 @@
 #include <stdio.h>
 #include <sys/types.h>
 #include <linux/types.h>
+#include "objects.h"
+#include "paths.h"
 #include "luajit/lj_target.h"
-
-enum heap_type {
-	HEAP_TABLE, HEAP_STRING, HEAP_LUA_FUNCTION, HEAP_C_FUNCTION, HEAP_UPVALUE,
-	HEAP_PROTO, HEAP_THREAD, HEAP_USERDATA, HEAP_CDATA, HEAP_TRACE, HEAP_TYPES
-};
 
 struct heap_count {
 	__u64 objects, bytes;
@@ -70,17 +67,22 @@ struct census {
 	struct census_prefix prefixes[CENSUS_TOP];	/* most bytes first */
 	int nprefixes;
 	__u64 reached;			/* objects the reference paths reached */
+	struct path_groups paths;	/* what they hold, by path (paths.h) */
 	double seconds;			/* the walk's wall time */
 };
-
-extern const char *const heap_type_names[HEAP_TYPES];
 
 /* The census of VM g of t's process. 0, or -1 with why in err (a build
  * whose layout does not describe the heap, a VM that cannot be read). */
 int census__take(const struct lj_target *t, __u64 g, struct census *c, char *err, size_t errsz);
 
+void census__free(struct census *c);
+
 /* The objects' bytes counted, and their share of g->gc.total. */
 __u64 census__counted(const struct census *c);
+
+/* Bytes for a person: B, KiB, MiB or GiB with one decimal, signed when
+ * negative or asked. */
+const char *census__bytes(__s64 n, bool sign, char buf[32]);
 
 void census__print(const struct census *c, FILE *f);
 void census__print_json(const struct census *const *c, int n, pid_t pid, double pause_s, FILE *f);

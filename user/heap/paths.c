@@ -4,7 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "paths.h"
+#include "objects.h"
+#include "base/keymap.h"
 #include "base/util.h"
 
 /* GC64 type tags of a TValue ((s64)tv >> 47, lj_obj.h); an object's own
@@ -13,6 +16,7 @@
 #define IT_FALSE	0xfffffffeU
 #define IT_TRUE		0xfffffffdU
 #define IT_STR		0xfffffffbU
+#define IT_CDATA	0xfffffff5U
 #define IT_THREAD	0xfffffff9U
 #define IT_FUNC		0xfffffff7U
 #define IT_TAB		0xfffffff4U
@@ -36,18 +40,26 @@ enum via {
 #define SLOTS_MAX	(1U << 28)	/* a larger part is no table */
 #define BATCH		4096		/* TValues or Nodes read at once */
 
+#define COLLECTION	64		/* a table of more slots is a collection: its
+					 * entries make one group, "[*]" */
+#define GROUPS_MAX	(1U << 20)	/* past this, an object joins its parent's */
+
 struct seen {
 	__u64 addr;		/* 0: free */
 	__u64 parent;		/* 0 for a root */
 	__u64 via;
+	__u64 bytes;		/* its own, as the collector counts them */
+	__u32 slots;		/* a table's array and hash slots */
+	__u32 group;		/* its path's group (refs__groups) */
 };
 
 struct refs {
 	struct heapmem *m;
 	const struct lj_layout *lj;
+	__u64 GG;
 	struct seen *tab;	/* open addressing, by address */
-	size_t cap, used;
-	__u64 *queue;
+	size_t cap, used, first_cap;
+	__u64 *queue;		/* every object reached, in the order reached */
 	size_t qhead, qlen, qcap;
 };
 
@@ -60,13 +72,31 @@ static size_t slot_of(const struct refs *r, __u64 addr)
 	return i;
 }
 
+/* A table of cap entries, zeroed, its pages mapped writable at once: a
+ * probe reads a fresh page before it writes, and calloc's fresh pages are
+ * then the zero page, whose first write costs a fault and a TLB flush on
+ * every CPU (a third of a census's time, measured). */
+static struct seen *table_alloc(size_t cap)
+{
+	void *p = mmap(NULL, cap * sizeof(struct seen), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void table_free(struct seen *tab, size_t cap)
+{
+	if (tab)
+		munmap(tab, cap * sizeof(*tab));
+}
+
 static int grow(struct refs *r)
 {
 	struct seen *old = r->tab;
 	size_t oldcap = r->cap;
 
-	r->cap = oldcap ? 2 * oldcap : 1 << 16;
-	r->tab = calloc(r->cap, sizeof(*r->tab));
+	r->cap = oldcap ? 2 * oldcap : r->first_cap;
+	r->tab = table_alloc(r->cap);
 	if (!r->tab) {
 		r->tab = old;
 		r->cap = oldcap;
@@ -75,7 +105,7 @@ static int grow(struct refs *r)
 	for (size_t i = 0; i < oldcap; i++)
 		if (old[i].addr)
 			r->tab[slot_of(r, old[i].addr)] = old[i];
-	free(old);
+	table_free(old, oldcap);
 	return 0;
 }
 
@@ -92,7 +122,7 @@ static int reach(struct refs *r, __u64 obj, __u64 parent, __u64 via)
 	i = slot_of(r, obj);
 	if (r->tab[i].addr)
 		return 0;
-	r->tab[i] = (struct seen){ obj, parent, via };
+	r->tab[i] = (struct seen){ .addr = obj, .parent = parent, .via = via };
 	r->used++;
 	if (ARRAY_ROOM(r->queue, r->qlen, r->qcap, 4096))
 		return -1;
@@ -100,12 +130,14 @@ static int reach(struct refs *r, __u64 obj, __u64 parent, __u64 via)
 	return 0;
 }
 
-/* A TValue that refers to an object that refers to others: queue it. */
+/* A TValue that refers to an object: queue it (strings and cdata refer
+ * to none, but weigh). */
 static int reach_tv(struct refs *r, __u64 tv, __u64 parent, __u64 via)
 {
 	__u32 it = (__u32)((__s64)tv >> 47);
 
-	if (it == IT_TAB || it == IT_FUNC || it == IT_THREAD || it == IT_UDATA)
+	if (it == IT_TAB || it == IT_FUNC || it == IT_THREAD || it == IT_UDATA || it == IT_STR ||
+	    it == IT_CDATA)
 		return reach(r, tv & LJ_GCVMASK, parent, via);
 	return 0;
 }
@@ -159,16 +191,26 @@ static int reach_table(struct refs *r, __u64 t, const unsigned char *h)
 	return 0;
 }
 
-/* The objects obj refers to, queued. */
+/* obj weighed, and the objects it refers to queued. */
 static int visit(struct refs *r, __u64 obj)
 {
 	const struct lj_layout *lj = r->lj;
-	unsigned char h[512];
+	unsigned char h[1024];
+	__u32 hlen = heap_object__header_len(lj);
+	struct seen *me;
+	enum heap_type type;
 	__u64 uv, v;
 
-	if (heapmem__read(r->m, h, lj->tab_size > 64 ? lj->tab_size : 64, obj) &&
-	    heapmem__read(r->m, h, 64, obj))
+	/* The header, or as much of it as the object's mapping holds. */
+	if (hlen > sizeof(h) || (heapmem__read(r->m, h, hlen, obj) &&
+				 heapmem__read(r->m, h, 64, obj) &&
+				 heapmem__read(r->m, h, lj->str_size, obj)))
 		return 0;
+	me = &r->tab[slot_of(r, obj)];
+	if (heap_object__weigh(lj, r->GG, obj, h, &type, &me->bytes))
+		me->bytes = 0;		/* it changed: weighs nothing here */
+	else if (type == HEAP_TABLE)
+		me->slots = load_u32(h, lj->tab_asize) + load_u32(h, lj->tab_hmask) + 1;
 	switch (h[lj->gc_gct]) {
 	case LJ_GCT_TAB:
 		return reach_table(r, obj, h);
@@ -202,17 +244,22 @@ static int visit(struct refs *r, __u64 obj)
 	}
 }
 
-struct refs *refs__walk(struct heapmem *m, const struct lj_layout *lj, __u64 g)
+struct refs *refs__walk(struct heapmem *m, const struct lj_layout *lj, __u64 g, size_t expect)
 {
 	struct refs *r = calloc(1, sizeof(*r));
 	__u64 GG = g - lj->gg_g, env = 0, reg = 0;
 
+	/* Sized once for what the census counted: growing rehashes it all. */
+	if (r)
+		for (r->first_cap = 1 << 16; r->first_cap < 2 * expect && r->first_cap < (1ULL << 40);)
+			r->first_cap *= 2;
 	if (!r || grow(r)) {
 		free(r);
 		return NULL;
 	}
 	r->m = m;
 	r->lj = lj;
+	r->GG = GG;
 	/* The roots whose paths are preferred first: the globals (the main
 	 * thread's environment) and the registry, which hold what lives on;
 	 * then the main thread's stack (the locals of what runs now), for
@@ -229,8 +276,6 @@ struct refs *refs__walk(struct heapmem *m, const struct lj_layout *lj, __u64 g)
 			if (visit(r, r->queue[r->qhead++]))
 				goto oom;
 	}
-	free(r->queue);
-	r->queue = NULL;
 	return r;
 oom:
 	refs__free(r);
@@ -297,30 +342,121 @@ static void segment(struct refs *r, __u64 via, char *out, size_t n)
 	}
 }
 
+
+/* segs[k-1]..segs[0] (root first) joined into out; the registry's _LOADED
+ * is package.loaded. */
+static void join(char segs[][64], int k, bool cut, char *out, size_t n)
+{
+	size_t len = 0;
+
+	out[0] = '\0';
+	if (cut)
+		len = (size_t)snprintf(out, n, "...");
+	while (k-- > 0 && len < n)
+		len += (size_t)snprintf(out + len, n - len, "%s", segs[k]);
+	if (!strncmp(out, "registry._LOADED", 16) && (out[16] == '.' || out[16] == '[' || !out[16])) {
+		memmove(out + 14, out + 16, strlen(out + 16) + 1);
+		memcpy(out, "package.loaded", 14);
+	}
+}
+
 int refs__path(struct refs *r, __u64 obj, char *out, size_t n)
 {
-	char seg[24][64];
+	char seg[PATH_DEPTH_MAX][64];
 	int k = 0;
-	size_t i, len = 0;
+	size_t i;
 
-	for (__u64 o = obj; o && k < 24; k++) {
+	for (__u64 o = obj; o && k < PATH_DEPTH_MAX; k++) {
 		i = slot_of(r, o);
 		if (!r->tab[i].addr)
 			return -1;
 		segment(r, r->tab[i].via, seg[k], sizeof(seg[k]));
 		o = r->tab[i].parent;
 	}
-	out[0] = '\0';
-	if (k == 24)
-		len = (size_t)snprintf(out, n, "...");
-	while (k-- > 0 && len < n)
-		len += (size_t)snprintf(out + len, n - len, "%s", seg[k]);
-	/* package.loaded is the registry's _LOADED */
-	if (!strncmp(out, "registry._LOADED", 16) && (out[16] == '.' || out[16] == '[' || !out[16])) {
-		memmove(out + 14, out + 16, strlen(out + 16) + 1);
-		memcpy(out, "package.loaded", 14);
-	}
+	join(seg, k, k == PATH_DEPTH_MAX, out, n);
 	return 0;
+}
+
+/* The segment of obj's path that names its group: the entries of a
+ * collection (and every array slot) are one, "[*]". */
+static void group_segment(struct refs *r, const struct seen *obj, char *out, size_t n)
+{
+	const struct seen *parent = obj->parent ? &r->tab[slot_of(r, obj->parent)] : NULL;
+	enum via kind = VIA_KIND(obj->via);
+
+	if (kind == VIA_ARRAY || (kind == VIA_HASH && parent && parent->slots > COLLECTION))
+		snprintf(out, n, "[*]");
+	else
+		segment(r, obj->via, out, n);
+}
+
+struct group_key {
+	__u32 parent;
+	char seg[44];
+};
+
+int refs__groups(struct refs *r, struct path_groups *pg)
+{
+	struct keymap ids = {};
+	int ret = -1;
+
+	for (size_t q = 0; q < r->qlen; q++) {
+		struct seen *o = &r->tab[slot_of(r, r->queue[q])];
+		__u32 parent = o->parent ? r->tab[slot_of(r, o->parent)].group : PATH_ROOT;
+		struct group_key key = { .parent = parent };
+		char seg[64];
+		long id;
+
+		group_segment(r, o, seg, sizeof(seg));
+		/* Zero-padded, as keys compare whole; a long one cut. */
+		for (size_t c = 0; c < sizeof(key.seg) - 1 && seg[c]; c++)
+			key.seg[c] = seg[c];
+		id = keymap__get(&ids, &key, sizeof(key));
+		if (id < 0 && pg->n >= GROUPS_MAX && parent != PATH_ROOT) {
+			id = parent;
+		} else if (id < 0) {
+			if (ARRAY_ROOM(pg->g, pg->n, pg->cap, 1024) ||
+			    keymap__put(&ids, &key, sizeof(key), (long)pg->n))
+				goto out;
+			id = (long)pg->n++;
+			pg->g[id] = (struct path_group){ .parent = parent };
+			memcpy(pg->g[id].seg, key.seg, sizeof(key.seg));
+		}
+		o->group = (__u32)id;
+		pg->g[id].objects++;
+		pg->g[id].bytes += o->bytes;
+	}
+	/* A group is made after its parent's: children first, upwards. */
+	for (size_t i = pg->n; i-- > 0;) {
+		struct path_group *g = &pg->g[i];
+
+		g->retained += g->bytes;
+		g->retained_objects += g->objects;
+		if (g->parent != PATH_ROOT) {
+			pg->g[g->parent].retained += g->retained;
+			pg->g[g->parent].retained_objects += g->retained_objects;
+		}
+	}
+	ret = 0;
+out:
+	keymap__free(&ids);
+	return ret;
+}
+
+void path_groups__text(const struct path_groups *pg, size_t i, char *out, size_t n)
+{
+	char seg[PATH_DEPTH_MAX][64];
+	int k = 0;
+
+	for (__u32 g = (__u32)i; g != PATH_ROOT && k < PATH_DEPTH_MAX; g = pg->g[g].parent)
+		snprintf(seg[k++], sizeof(seg[0]), "%s", pg->g[g].seg);
+	join(seg, k, k == PATH_DEPTH_MAX, out, n);
+}
+
+void path_groups__free(struct path_groups *pg)
+{
+	free(pg->g);
+	*pg = (struct path_groups){};
 }
 
 size_t refs__reached(const struct refs *r)
@@ -332,7 +468,7 @@ void refs__free(struct refs *r)
 {
 	if (!r)
 		return;
-	free(r->tab);
+	table_free(r->tab, r->cap);
 	free(r->queue);
 	free(r);
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* report.c - a census as text and as JSON (census.h). */
 #include <inttypes.h>
+#include <stdlib.h>
 #include "census.h"
 #include "base/text.h"
 
@@ -13,23 +14,63 @@ __u64 census__counted(const struct census *c)
 	return n;
 }
 
-/* Bytes for a person: B, KiB, MiB or GiB with one decimal. */
-static const char *human(__u64 n, char buf[32])
+const char *census__bytes(__s64 n, bool sign, char buf[32])
 {
 	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	double v = (double)n;
+	double v = n < 0 ? -(double)n : (double)n;
 	int u = 0;
 
 	while (v >= 1024 && u < 4)
 		v /= 1024, u++;
-	snprintf(buf, 32, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+	snprintf(buf, 32, u ? "%s%.1f %s" : "%s%.0f %s", n < 0 ? "-" : sign ? "+" : "", v,
+		 units[u]);
 	return buf;
+}
+
+static const char *human(__u64 n, char buf[32])
+{
+	return census__bytes((__s64)n, false, buf);
+}
+
+#define PATHS_TEXT	20	/* groups of paths printed */
+#define PATHS_JSON	2000	/* and written to JSON */
+
+static const struct path_groups *sorting;
+
+static int by_bytes(const void *a, const void *b)
+{
+	__u64 x = sorting->g[*(const size_t *)a].bytes, y = sorting->g[*(const size_t *)b].bytes;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int by_retained(const void *a, const void *b)
+{
+	__u64 x = sorting->g[*(const size_t *)a].retained, y = sorting->g[*(const size_t *)b].retained;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* pg's groups in the order cmp gives; NULL when there are none or out of
+ * memory. */
+static size_t *sorted(const struct path_groups *pg, int (*cmp)(const void *, const void *))
+{
+	size_t *ix = pg->n ? malloc(pg->n * sizeof(*ix)) : NULL;
+
+	if (!ix)
+		return NULL;
+	for (size_t i = 0; i < pg->n; i++)
+		ix[i] = i;
+	sorting = pg;
+	qsort(ix, pg->n, sizeof(*ix), cmp);
+	return ix;
 }
 
 void census__print(const struct census *c, FILE *f)
 {
 	__u64 counted = census__counted(c), objects = 0;
 	char a[32], b[32];
+	size_t *ix;
 
 	for (int i = 0; i < HEAP_TYPES; i++)
 		objects += c->type[i].objects;
@@ -73,10 +114,25 @@ void census__print(const struct census *c, FILE *f)
 				(uint64_t)c->prefixes[i].strings, human(c->prefixes[i].bytes, a),
 				c->prefixes[i].text);
 	}
+	if ((ix = sorted(&c->paths, by_bytes))) {
+		fputs("by reference path (what is there; \"[*]\" the entries of a collection):\n"
+		      "       objects   own bytes    retains  path\n", f);
+		for (size_t i = 0; i < c->paths.n && i < PATHS_TEXT; i++) {
+			const struct path_group *g = &c->paths.g[ix[i]];
+			char path[CENSUS_PATH];
+
+			path_groups__text(&c->paths, ix[i], path, sizeof(path));
+			fprintf(f, "  %12" PRIu64 " %11s %10s  %s\n", (uint64_t)g->objects,
+				human(g->bytes, a), human(g->retained, b), path);
+		}
+		free(ix);
+	}
 }
 
 static void put_census(FILE *f, const struct census *c)
 {
+	size_t *ix;
+
 	fprintf(f, "{\"vm\": \"0x%" PRIx64 "\", \"gcTotal\": %" PRIu64
 		", \"gcTotalAfter\": %" PRIu64 ", \"counted\": %" PRIu64 ", \"vmBytes\": %" PRIu64,
 		(uint64_t)c->g, (uint64_t)c->gc_total, (uint64_t)c->gc_total_after,
@@ -117,6 +173,22 @@ static void put_census(FILE *f, const struct census *c)
 			(uint64_t)c->prefixes[i].bytes);
 		text__put_json(f, c->prefixes[i].text);
 		fputs("}", f);
+	}
+	fputs("], \"byPath\": [", f);
+	if ((ix = sorted(&c->paths, by_retained))) {
+		for (size_t i = 0; i < c->paths.n && i < PATHS_JSON; i++) {
+			const struct path_group *g = &c->paths.g[ix[i]];
+			char path[CENSUS_PATH];
+
+			path_groups__text(&c->paths, ix[i], path, sizeof(path));
+			fprintf(f, "%s{\"path\": ", i ? ", " : "");
+			text__put_json(f, path);
+			fprintf(f, ", \"objects\": %" PRIu64 ", \"bytes\": %" PRIu64
+				", \"retainedObjects\": %" PRIu64 ", \"retainedBytes\": %" PRIu64 "}",
+				(uint64_t)g->objects, (uint64_t)g->bytes,
+				(uint64_t)g->retained_objects, (uint64_t)g->retained);
+		}
+		free(ix);
 	}
 	fputs("]}", f);
 }

@@ -577,6 +577,7 @@ static int l_heap(lua_State *L)
 		lua_rawseti(L, -2, i + 1);
 	}
 	lua_setfield(L, -2, "stringsByPrefix");
+	census__free(c);
 	free(c);
 	return 1;
 }

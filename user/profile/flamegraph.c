@@ -56,6 +56,8 @@ static const double state_hsl[NUPP_ST_MAX][3] = {
 /* A wait's own frame (the kernel leaf of a row off the CPU): pale, so that
  * time waited stands apart from time run. */
 static const double waiting_hsl[3] = { 195, 0.35, 0.82 };
+/* A heap's bytes by reference path (heap -o): no states, one hue. */
+static const double heap_hsl[3] = { 165, 0.40, 0.58 };
 
 /* ---------------------------------------------------------------------------
  * The tree
@@ -210,9 +212,9 @@ static void hsl_hex(double h, double s, double l, char out[8])
 /* The color of a frame: its state's, a little lighter or darker by a hash
  * of its name, so that neighbours in one state stay apart and a function
  * keeps its shade wherever it appears. */
-static void frame_color(const struct node *n, char out[8])
+static void frame_color(const struct node *n, bool heap, char out[8])
 {
-	const double *c = n->off == n->total && !n->nkids && n->total ? waiting_hsl :
+	const double *c = heap ? heap_hsl : n->off == n->total && !n->nkids && n->total ? waiting_hsl :
 			  state_hsl[top_state(n->state)];
 	uint32_t h = fnv1a32(FNV1A32_INIT, n->name, strlen(n->name));
 
@@ -330,17 +332,18 @@ static void put_fixed(struct svg_out *out, double v, int decimals)
 	out_char(out, '0' + n % 10);
 }
 
-/* The hover text: the name, its samples and their split by state. */
-static void put_title(struct svg_out *out, const struct node *n, __u64 total)
+/* The hover text: the name, its samples and their split by state (a
+ * heap's: its bytes). */
+static void put_title(struct svg_out *out, const struct node *n, __u64 total, bool heap)
 {
 	out_str(out, "<title>");
 	out_xml(out, n->name, (size_t)-1);
 	out_str(out, " (");
 	put_u64(out, n->total);
-	out_str(out, " samples, ");
+	out_str(out, heap ? " bytes, " : " samples, ");
 	put_fixed(out, 100.0 * n->total / total, 1);
 	out_char(out, '%');
-	for (int i = 0; i < NUPP_ST_MAX; i++)
+	for (int i = 0; i < NUPP_ST_MAX && !heap; i++)
 		if (n->state[i]) {
 			out_str(out, "; ");
 			out_str(out, profile_state_names[i]);
@@ -371,6 +374,7 @@ struct canvas {
 	struct svg_out *out;
 	__u64 total;
 	int depth;
+	bool heap;		/* a heap's bytes: no VM states */
 };
 
 static void draw(const struct canvas *c, const struct node *n, __u64 offset, int level)
@@ -382,7 +386,7 @@ static void draw(const struct canvas *c, const struct node *n, __u64 offset, int
 
 	if (w < MIN_PX)
 		return;
-	frame_color(n, color);
+	frame_color(n, c->heap, color);
 	out_str(c->out, "<g class=\"f\" data-n=\"");
 	out_xml(c->out, n->name, (size_t)-1);
 	out_str(c->out, "\" data-o=\"");
@@ -395,10 +399,10 @@ static void draw(const struct canvas *c, const struct node *n, __u64 offset, int
 	for (int i = 0; i < NUPP_ST_MAX; i++) {
 		if (i)
 			out_char(c->out, ',');
-		put_u64(c->out, n->state[i]);
+		put_u64(c->out, c->heap ? 0 : n->state[i]);
 	}
 	out_str(c->out, "\">");
-	put_title(c->out, n, c->total);
+	put_title(c->out, n, c->total, c->heap);
 	out_str(c->out, "<rect x=\"");
 	put_fixed(c->out, x, 2);
 	out_str(c->out, "\" y=\"");
@@ -445,8 +449,13 @@ static void put_subtitle(struct svg_out *out, const struct profile *p, __u64 tot
 	struct tm tm;
 
 	if (p->time_ns && gmtime_r(&t, &tm))
-		strftime(when, sizeof(when), " from %Y-%m-%d %H:%M:%S UTC", &tm);
+		strftime(when, sizeof(when), p->measure == PROFILE_HEAP ? " at %Y-%m-%d %H:%M:%S UTC" :
+			 " from %Y-%m-%d %H:%M:%S UTC", &tm);
 	out_printf(out, "<text class=\"sub\" x=\"%.0f\" y=\"46\" text-anchor=\"middle\">", WIDTH / 2);
+	if (p->measure == PROFILE_HEAP) {	/* a census: a moment */
+		out_printf(out, "%.1f MiB held%s, by reference path</text>\n", total / 1048576.0, when);
+		return;
+	}
 	if (p->duration_ns)
 		out_printf(out, "%.1f s%s, ", p->duration_ns / 1e9, when);
 	if (p->measure != PROFILE_SAMPLES) {
@@ -499,7 +508,8 @@ static void put_header(struct svg_out *out, const struct profile *p, const struc
 	out_xml(out, p->title ? p->title : "nupp-bpf", (size_t)-1);
 	out_str(out, "</text>\n");
 	put_subtitle(out, p, root->total);
-	put_legend(out, root);
+	if (p->measure != PROFILE_HEAP)
+		put_legend(out, root);
 	out_printf(out, "<text id=\"unzoom\" class=\"btn\" x=\"%.0f\" y=\"70\" text-anchor=\"end\" "
 		"style=\"display: none\">Reset zoom</text>\n"
 		"<text id=\"search\" class=\"btn\" x=\"%.0f\" y=\"70\" text-anchor=\"end\">Search</text>\n",
@@ -508,7 +518,7 @@ static void put_header(struct svg_out *out, const struct profile *p, const struc
 
 /* Below the frames: the hovered frame's state split as a bar and in
  * words, and what a search matched. */
-static void put_footer(struct svg_out *out, int y)
+static void put_footer(struct svg_out *out, int y, bool heap)
 {
 	char color[8];
 
@@ -517,10 +527,10 @@ static void put_footer(struct svg_out *out, int y)
 		out_printf(out, "<rect id=\"split-%d\" x=\"%.0f\" y=\"%d\" width=\"0\" height=\"12\" "
 			"fill=\"%s\"/>\n", i, PAD, y - 10, color);
 	}
-	out_printf(out, "<text id=\"details\" x=\"%.0f\" y=\"%d\">Hover a frame for its VM states, "
+	out_printf(out, "<text id=\"details\" x=\"%.0f\" y=\"%d\">Hover a frame for its %s, "
 		"click to zoom; Search (Ctrl-F) by regular expression; Esc resets</text>\n"
 		"<text id=\"matched\" x=\"%.0f\" y=\"%d\" text-anchor=\"end\"></text>\n",
-		PAD + 128, y, WIDTH - PAD, y + 20);
+		PAD + 128, y, heap ? "bytes" : "VM states", WIDTH - PAD, y + 20);
 }
 
 int flamegraph__write(const struct profile *p, const struct render_opts *o, FILE *f)
@@ -528,7 +538,7 @@ int flamegraph__write(const struct profile *p, const struct render_opts *o, FILE
 	struct tree t = {};
 	struct node *root = &t.root;
 	struct svg_out *out = malloc(sizeof(*out));
-	struct canvas c = { .out = out };
+	struct canvas c = { .out = out, .heap = p->measure == PROFILE_HEAP };
 	int height, ret = -1;
 
 	root->name = strdup("all");
@@ -548,7 +558,7 @@ int flamegraph__write(const struct profile *p, const struct render_opts *o, FILE
 	if (root->total)
 		draw(&c, root, 0, 0);
 	out_str(out, "</g>\n");
-	put_footer(out, TOP + c.depth * ROW + 18);
+	put_footer(out, TOP + c.depth * ROW + 18, c.heap);
 	out_printf(out, "<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n</svg>\n",
 		flamegraph_js);
 	out_flush(out);

@@ -169,8 +169,8 @@
 	function show(g) {
 		var s = +attr(g, "s"), words = split(g);
 
-		details.textContent = attr(g, "n") + ": " + s + " " + UNIT + " (" + pct(s, TOTAL) + "), " +
-			words;
+		details.textContent = attr(g, "n") + ": " + s + " " + UNIT + " (" + pct(s, TOTAL) + ")" +
+			(words ? ", " + words : "");
 	}
 
 	// Nothing hovered: the whole profile's split, and how to use the graph.

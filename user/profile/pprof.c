@@ -89,7 +89,10 @@ static int add_header(struct builder *b, const struct profile *p)
 	const char *comments[] = { p->title, p->cost };
 	int n = p->period_ns ? 2 : 1, err = 0;
 
-	if (p->measure != PROFILE_SAMPLES) {
+	if (p->measure == PROFILE_HEAP) {
+		n = 1;		/* as Go's heap profiles name what is held */
+		err |= value_type(b, &b->types[0], "inuse_space", "bytes");
+	} else if (p->measure != PROFILE_SAMPLES) {
 		n = 1;
 		err |= value_type(b, &b->types[0], p->measure == PROFILE_WALL ? "wall" : "off_cpu",
 				  "nanoseconds");
@@ -273,7 +276,8 @@ static int add_labels(struct builder *b, pb_sample *sm, const struct profile *p,
 	int err = 0;
 
 	sm->label = &b->label_ptrs[b->msg.n_sample * MAX_LABELS];
-	err |= label(b, sm, "vmstate", profile_state_names[state], 0);
+	if (p->measure != PROFILE_HEAP)	/* what a heap holds has no VM state */
+		err |= label(b, sm, "vmstate", profile_state_names[state], 0);
 	if (p->measure == PROFILE_WALL)	/* which half of the wall-clock time */
 		err |= label(b, sm, "cpu", r->off_cpu ? "off" : "on", 0);
 	if (r->zone[0])
@@ -302,7 +306,7 @@ static int add_sample(struct builder *b, const struct profile *p, const struct p
 	*ids += sm->n_location_id;
 	v[0] = r->state[state];
 	v[1] = r->state[state] * p->period_ns;
-	if (p->measure != PROFILE_SAMPLES)
+	if (p->measure == PROFILE_OFF_CPU || p->measure == PROFILE_WALL)
 		v[0] = v[1];
 	sm->value = v;
 	sm->n_value = b->msg.n_sample_type;

@@ -230,8 +230,8 @@ int profile__set_cost(struct profile *p, const char *cost)
 
 const char *profile__unit(const struct profile *p)
 {
-	return p->measure == PROFILE_OFF_CPU ? "µs off-CPU" : p->measure == PROFILE_WALL ? "µs"
-										       : "samples";
+	return p->measure == PROFILE_OFF_CPU ? "µs off-CPU" : p->measure == PROFILE_WALL ? "µs" :
+	       p->measure == PROFILE_HEAP ? "bytes" : "samples";
 }
 
 int profile__add_scaled(struct profile *dst, const struct profile *src, __u64 num, __u64 den)

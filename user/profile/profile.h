@@ -30,6 +30,7 @@ enum profile_frame_kind {
 	PROFILE_FRAME_UNKNOWN,	/* its memory could not be read: [unknown] */
 	PROFILE_FRAME_KERNEL,	/* the kernel side of a wait (off the CPU): its
 				 * system call and wait channel */
+	PROFILE_FRAME_PATH,	/* a segment of a reference path (a heap's) */
 };
 
 struct profile_frame {
@@ -50,6 +51,8 @@ enum profile_measure {
 	PROFILE_OFF_CPU,	/* microseconds off the CPU (period_ns 1000) */
 	PROFILE_WALL,		/* microseconds of wall-clock time, on the CPU
 				 * (samples times their period) and off it */
+	PROFILE_HEAP,		/* bytes of a heap by reference path (nupp-bpf
+				 * heap -o): no VM state, all in state[0] */
 };
 
 struct profile_row {

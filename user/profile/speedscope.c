@@ -195,7 +195,8 @@ static void put_profiles(struct writer *w)
 int speedscope__write(const struct profile *p, const struct render_opts *o, FILE *out)
 {
 	struct writer w = { .p = p, .o = o, .out = out,
-			    .unit = p->measure == PROFILE_SAMPLES ? "none" : "microseconds" };
+			    .unit = p->measure == PROFILE_SAMPLES ? "none" :
+				    p->measure == PROFILE_HEAP ? "bytes" : "microseconds" };
 	int ret = -1;
 
 	if (sort_rows(&w))

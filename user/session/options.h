@@ -53,6 +53,8 @@ struct session_opts {
 	bool dump;			/* the dump command */
 	bool heap;			/* the heap command */
 	bool pause;			/* heap --pause */
+	long diff_s;			/* heap --diff SECONDS: censuses that far apart */
+	const char *diff_files[2];	/* heap --diff OLD.json NEW.json */
 	bool json;			/* dump --json */
 	bool check;			/* the check command */
 	const char *check_format;	/* check --format: csv, text or sarif; NULL csv */
