@@ -375,7 +375,7 @@ end
 -- state by the C module (no privileges: a process reads its own memory):
 -- gcTotal (collectgarbage("count") * 1024), counted, vmBytes, partial,
 -- seconds, types (objects and bytes by type name), largestTables,
--- closuresByPrototype, stringsByPrefix, as `nupp-bpf heap --json` gives
+-- closuresByPrototype, stringsByPrefix, byPath, as `nupp-bpf heap --json` gives
 -- them. It raises when the C module is not there or the build's layout
 -- does not describe its heap.
 function M.heap()

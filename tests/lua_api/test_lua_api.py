@@ -1097,7 +1097,13 @@ def test_heap_census_of_the_script_itself(tmp_path):
         local c = profile.heap()
         T.emit({before = before, gcTotal = c.gcTotal, counted = c.counted, partial = c.partial,
                 closures = c.closuresByPrototype[1], prefix = c.stringsByPrefix[1],
-                table = c.largestTables[1], strings = c.types.string.objects})
+                table = c.largestTables[1], strings = c.types.string.objects,
+                path = c.byPath[1], npaths = #c.byPath,
+                sessions = (function()
+                  for _, p in ipairs(c.byPath) do
+                    if p.path == "package.loaded.appcache.sessions" then return p end
+                  end
+                end)()})
     """
     out = run_lua(tmp_path, src)
     # The VM's count as the script read it, but for what the call itself
@@ -1110,3 +1116,7 @@ def test_heap_census_of_the_script_itself(tmp_path):
     # The largest table is reached from the registry's _LOADED only.
     assert out["table"]["arraySlots"] >= 200000 and \
         out["table"]["path"] == "package.loaded.appcache.sessions", out
+    # By path: that table's own bytes where it is; the paths ranked by
+    # what they retain, a root first.
+    assert out["sessions"]["objects"] == 1 and out["sessions"]["bytes"] == out["table"]["bytes"], out
+    assert out["path"]["path"] in ("_G", "registry", "main thread") and 1 <= out["npaths"] <= 2000, out

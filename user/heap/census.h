@@ -84,6 +84,12 @@ __u64 census__counted(const struct census *c);
  * negative or asked. */
 const char *census__bytes(__s64 n, bool sign, char buf[32]);
 
+/* c's path groups, most retained first, as indexes (malloc'd; NULL when
+ * none or out of memory): of them JSON and the Lua API keep the first
+ * CENSUS_PATHS_KEPT. */
+#define CENSUS_PATHS_KEPT	2000
+size_t *census__paths_ranked(const struct census *c);
+
 void census__print(const struct census *c, FILE *f);
 void census__print_json(const struct census *const *c, int n, pid_t pid, double pause_s, FILE *f);
 

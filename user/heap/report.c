@@ -33,7 +33,6 @@ static const char *human(__u64 n, char buf[32])
 }
 
 #define PATHS_TEXT	20	/* groups of paths printed */
-#define PATHS_JSON	2000	/* and written to JSON */
 
 static const struct path_groups *sorting;
 
@@ -64,6 +63,11 @@ static size_t *sorted(const struct path_groups *pg, int (*cmp)(const void *, con
 	sorting = pg;
 	qsort(ix, pg->n, sizeof(*ix), cmp);
 	return ix;
+}
+
+size_t *census__paths_ranked(const struct census *c)
+{
+	return sorted(&c->paths, by_retained);
 }
 
 void census__print(const struct census *c, FILE *f)
@@ -175,8 +179,8 @@ static void put_census(FILE *f, const struct census *c)
 		fputs("}", f);
 	}
 	fputs("], \"byPath\": [", f);
-	if ((ix = sorted(&c->paths, by_retained))) {
-		for (size_t i = 0; i < c->paths.n && i < PATHS_JSON; i++) {
+	if ((ix = census__paths_ranked(c))) {
+		for (size_t i = 0; i < c->paths.n && i < CENSUS_PATHS_KEPT; i++) {
 			const struct path_group *g = &c->paths.g[ix[i]];
 			char path[CENSUS_PATH];
 

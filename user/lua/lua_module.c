@@ -520,6 +520,7 @@ static int l_heap(lua_State *L)
 {
 	struct lj_target t;
 	struct census *c = calloc(1, sizeof(*c));
+	size_t *ranked;
 	char err[512];
 
 	if (!c || self_target(L, &t, err, sizeof(err)) ||
@@ -577,6 +578,24 @@ static int l_heap(lua_State *L)
 		lua_rawseti(L, -2, i + 1);
 	}
 	lua_setfield(L, -2, "stringsByPrefix");
+	lua_createtable(L, (int)(c->paths.n < CENSUS_PATHS_KEPT ? c->paths.n : CENSUS_PATHS_KEPT), 0);
+	if ((ranked = census__paths_ranked(c))) {
+		for (size_t i = 0; i < c->paths.n && i < CENSUS_PATHS_KEPT; i++) {
+			const struct path_group *g = &c->paths.g[ranked[i]];
+			char path[CENSUS_PATH];
+
+			path_groups__text(&c->paths, ranked[i], path, sizeof(path));
+			lua_createtable(L, 0, 5);
+			set_string(L, "path", path);
+			set_number(L, "objects", (double)g->objects);
+			set_number(L, "bytes", (double)g->bytes);
+			set_number(L, "retainedObjects", (double)g->retained_objects);
+			set_number(L, "retainedBytes", (double)g->retained);
+			lua_rawseti(L, -2, (int)i + 1);
+		}
+		free(ranked);
+	}
+	lua_setfield(L, -2, "byPath");
 	census__free(c);
 	free(c);
 	return 1;
