@@ -324,6 +324,39 @@ class SlowUpstream:
         self.sock.close()
 
 
+def test_heap_diff_finds_a_workers_leak(nginx):
+    """heap --diff on a worker while requests to /remember make each
+    worker keep a session of ~1 KB per request in a module's table
+    (nginx/leaking.lua): the first path of what grew is the sessions'
+    bodies, package.loaded.leaking.sessions[*].body, with exactly as many
+    objects as that worker served; the sessions themselves are there as
+    many. Not sampled: a census counts every object. The server is
+    unharmed."""
+    server = nginx("stock-luajit2-lib")
+    worker = server.workers[0]
+    d = subprocess.Popen([str(NUPP), "heap", "--diff", "4", "-p", str(worker), "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    note = d.stderr.readline()
+    assert note.startswith("nupp-bpf: first census taken (1 VM)"), note + d.stderr.read()
+    served = 0
+    for i in range(300):
+        status, body = server.get(f"/remember?id={i}")
+        assert status == 200, (status, body)
+        served += int(body) == worker
+    out, err = d.communicate(timeout=60)
+    assert d.returncode == 0 and err == "", err
+    vm = json.loads(out)["vms"][0]
+    grew = {g["path"]: g for g in vm["grew"]}
+    assert served >= 10, served		# reuseport spreads 300 connections over both
+    top = vm["grew"][0]
+    assert top["path"] == "package.loaded.leaking.sessions[*].body" and top["objects"] == served, \
+        (served, vm["grew"][:5])
+    assert top["bytes"] >= served * (24 + 1001), top
+    assert grew["package.loaded.leaking.sessions[*]"]["objects"] == served, grew
+    assert server.errors() == []
+    assert server.quit() == 0
+
+
 def test_coroutine_waits_of_a_worker(nginx, tmp_path):
     """record --off-cpu --waits on the master with --children while a client
     asks /fetch (a cosocket request to an upstream that answers 50 ms
