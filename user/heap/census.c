@@ -96,6 +96,7 @@ static int walk_list(struct walk *w, __u64 first, __u64 end)
 {
 	const struct lj_layout *lj = w->lj;
 	unsigned char h[1024];
+	const unsigned char *hp;
 	__u32 hlen = heap_object__header_len(lj);
 	__u64 o = first, steps = 0;
 
@@ -108,17 +109,21 @@ static int walk_list(struct walk *w, __u64 first, __u64 end)
 			w->c->cut = true;
 			return 0;
 		}
-		/* The header, or as much of it as the object's mapping holds. */
-		if (heapmem__read(&w->mem, h, hlen, o) && heapmem__read(&w->mem, h, 64, o)) {
+		/* The header in the copy; or as much of it as the object's
+		 * mapping holds, read. */
+		if (!(hp = heapmem__view(&w->mem, o, hlen)) &&
+		    heapmem__read(&w->mem, h, hlen, o) && heapmem__read(&w->mem, h, 64, o)) {
 			w->c->unreadable++;
 			w->c->cut = true;	/* its nextgc is lost with it */
 			return 0;
 		}
-		r = count_object(w, o, h);
+		if (!hp)
+			hp = h;
+		r = count_object(w, o, hp);
 		if (r < 0)
 			return -1;
 		w->c->invalid += r;
-		o = load_u64(h, lj->gc_nextgc) & LJ_GCVMASK;
+		o = load_u64(hp, lj->gc_nextgc) & LJ_GCVMASK;
 		if (!end && o == first)
 			break;
 	}

@@ -80,7 +80,7 @@ void heapmem__free(struct heapmem *m)
 	free(m->r);
 }
 
-int heapmem__read(struct heapmem *m, void *dst, size_t n, __u64 addr)
+const unsigned char *heapmem__view(const struct heapmem *m, __u64 addr, size_t n)
 {
 	size_t lo = 0, hi = m->n;
 
@@ -92,8 +92,17 @@ int heapmem__read(struct heapmem *m, void *dst, size_t n, __u64 addr)
 		else
 			hi = mid;
 	}
-	if (lo && addr + n >= addr && addr + n <= m->r[lo - 1].hi) {
-		memcpy(dst, m->r[lo - 1].data + (addr - m->r[lo - 1].lo), n);
+	if (lo && addr + n >= addr && addr + n <= m->r[lo - 1].hi)
+		return m->r[lo - 1].data + (addr - m->r[lo - 1].lo);
+	return NULL;
+}
+
+int heapmem__read(struct heapmem *m, void *dst, size_t n, __u64 addr)
+{
+	const unsigned char *v = heapmem__view(m, addr, n);
+
+	if (v) {
+		memcpy(dst, v, n);
 		return 0;
 	}
 	return procmem__read(m->pid, dst, n, addr);

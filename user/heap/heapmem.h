@@ -34,6 +34,10 @@ struct heapmem {
 int heapmem__init(struct heapmem *m, pid_t pid);
 void heapmem__free(struct heapmem *m);
 
+/* The n bytes at addr in the copy, read in place (no copy of them: a census
+ * reads millions of headers); NULL when the copy does not hold them all. */
+const unsigned char *heapmem__view(const struct heapmem *m, __u64 addr, size_t n);
+
 /* n bytes at addr, from the copy or else from the process; 0 or -errno. */
 int heapmem__read(struct heapmem *m, void *dst, size_t n, __u64 addr);
 

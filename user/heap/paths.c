@@ -195,17 +195,22 @@ static int reach_table(struct refs *r, __u64 t, const unsigned char *h)
 static int visit(struct refs *r, __u64 obj)
 {
 	const struct lj_layout *lj = r->lj;
-	unsigned char h[1024];
+	unsigned char buf[1024];
+	const unsigned char *h;
 	__u32 hlen = heap_object__header_len(lj);
 	struct seen *me;
 	enum heap_type type;
 	__u64 uv, v;
 
-	/* The header, or as much of it as the object's mapping holds. */
-	if (hlen > sizeof(h) || (heapmem__read(r->m, h, hlen, obj) &&
-				 heapmem__read(r->m, h, 64, obj) &&
-				 heapmem__read(r->m, h, lj->str_size, obj)))
-		return 0;
+	/* The header in the copy; or as much of it as the object's mapping
+	 * holds, read. */
+	if (!(h = heapmem__view(r->m, obj, hlen))) {
+		if (hlen > sizeof(buf) || (heapmem__read(r->m, buf, hlen, obj) &&
+					   heapmem__read(r->m, buf, 64, obj) &&
+					   heapmem__read(r->m, buf, lj->str_size, obj)))
+			return 0;
+		h = buf;
+	}
 	me = &r->tab[slot_of(r, obj)];
 	if (heap_object__weigh(lj, r->GG, obj, h, &type, &me->bytes))
 		me->bytes = 0;		/* it changed: weighs nothing here */
