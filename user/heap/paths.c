@@ -205,6 +205,7 @@ static int visit(struct refs *r, __u64 obj)
 	/* The header in the copy; or as much of it as the object's mapping
 	 * holds, read. */
 	if (!(h = heapmem__view(r->m, obj, hlen))) {
+		memset(buf, 0, sizeof(buf));	/* what a short read leaves out reads 0 */
 		if (hlen > sizeof(buf) || (heapmem__read(r->m, buf, hlen, obj) &&
 					   heapmem__read(r->m, buf, 64, obj) &&
 					   heapmem__read(r->m, buf, lj->str_size, obj)))
@@ -417,14 +418,19 @@ int refs__groups(struct refs *r, struct path_groups *pg)
 		for (size_t c = 0; c < sizeof(key.seg) - 1 && seg[c]; c++)
 			key.seg[c] = seg[c];
 		id = keymap__get(&ids, &key, sizeof(key));
-		if (id < 0 && pg->n >= GROUPS_MAX && parent != PATH_ROOT) {
+		/* Past the groups' limit, or below the deepest path written (a
+		 * long chain, a.next.next...), an object is its parent's. */
+		if (id < 0 && parent != PATH_ROOT &&
+		    (pg->n >= GROUPS_MAX || pg->g[parent].depth + 1 >= PATH_DEPTH_MAX)) {
 			id = parent;
 		} else if (id < 0) {
 			if (ARRAY_ROOM(pg->g, pg->n, pg->cap, 1024) ||
 			    keymap__put(&ids, &key, sizeof(key), (long)pg->n))
 				goto out;
 			id = (long)pg->n++;
-			pg->g[id] = (struct path_group){ .parent = parent };
+			pg->g[id] = (struct path_group){
+				.parent = parent,
+				.depth = parent == PATH_ROOT ? 1 : pg->g[parent].depth + 1 };
 			memcpy(pg->g[id].seg, key.seg, sizeof(key.seg));
 		}
 		o->group = (__u32)id;

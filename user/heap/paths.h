@@ -45,6 +45,7 @@ int refs__path(struct refs *r, __u64 obj, char *out, size_t n);
 
 struct path_group {
 	__u32 parent;			/* index of the group above it, or PATH_ROOT */
+	__u32 depth;			/* its segments, < PATH_DEPTH_MAX */
 	char seg[44];			/* its segment: "_G", ".cache", "[*]", ".stack[3]" */
 	__u64 objects, bytes;		/* the objects there and their own bytes */
 	__u64 retained_objects, retained;	/* with every group's below */
