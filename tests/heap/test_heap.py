@@ -265,7 +265,14 @@ def test_diff_of_two_census_files(privileged, growing, tmp_path):
     as text (its first path the sessions, with their count and bytes)."""
     g = growing()
     old, new = tmp_path / "old.json", tmp_path / "new.json"
-    old.write_text(json.dumps(census(g.pid)))
+    first = census(g.pid)
+    old.write_text(json.dumps(first))
+    # A list deeper than a path is written: one group per link down to the
+    # deepest written, which holds the rest; every path once.
+    paths = first["vms"][0]["byPath"]
+    assert len({p["path"] for p in paths}) == len(paths)
+    chain = [p for p in paths if p["path"].startswith("_G.chain")]
+    assert sum(p["objects"] for p in chain) == 100 and max(p["objects"] for p in chain) > 1, chain
     g.grow(5000)
     new.write_text(json.dumps(census(g.pid)))
     p = subprocess.run([str(NUPP), "heap", "--diff", str(old), str(new), "--json"],
