@@ -81,7 +81,8 @@ static const char doc[] =
 "  flamegraph.pl nupp-1234.collapsed > flame.svg\n";
 
 static const char args_doc[] = "[record|trace|top] [-- CMD ARGS...]\ninspect FILE|-p PID\n"
-			       "dump -p PID [--json]\nheap -p PID [--json] [--pause] [--diff SECONDS] [-o FILE...]\n"
+			       "dump -p PID [--json]\nheap -p PID [--json] [--pause] [-o FILE...]\n"
+			       "heap --diff SECONDS -p PID [--json] [--pause]\n"
 			       "heap --diff OLD.json NEW.json [--json]\ncheck [--luajit PATH] [--format csv|text|sarif] [--profile FILE] FILE|DIR...\n"
 			       "check -p PID [--format csv|text|sarif]";
 
