@@ -120,6 +120,22 @@ static __always_inline void charge(struct task_struct *task, const struct nupp_w
 	__sync_fetch_and_add(&have->n, weight);
 }
 
+/* A wait begun at ts, from the stack sample() just walked (its slot; or,
+ * when the walk failed, the failure, counted as unresolved at its end),
+ * noted in ss->since for the caller to keep. */
+static __always_inline void note_wait(struct switch_scratch *ss, const struct sampler_scratch *sc,
+				      __u64 ts, __s32 syscall, __u64 wchan, __u8 preempted,
+				      __u32 weight)
+{
+	ss->since.ts = ts;
+	ss->since.wait.slot = sc->missed ? NUPP_WAIT_UNCOUNTED : sc->slot;
+	ss->since.wait.state = sc->missed ? sc->missed - 1 : sc->state;
+	ss->since.wait.syscall = syscall;
+	ss->since.wait.preempted = preempted;
+	ss->since.wait.wchan = wchan;
+	ss->since.weight = weight;
+}
+
 /* A thread switched out (prev, the current task) and another in (next).
  * The scheduler's switch runs in prev: a target thread that blocks (or is
  * preempted, when those count) has its Lua stack walked here, while its
@@ -138,7 +154,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	struct nupp_proc *p;
 	__u64 now = bpf_ktime_get_ns(), *n;
 	__u32 every;
-	int ret;
+	__s32 syscall;
 
 	if (since && since->ts) {
 		if (now - since->ts >= min_block_ns)
@@ -160,16 +176,9 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	regs = (const struct pt_regs *)bpf_task_pt_regs(prev);
 	VM_REGS(sc->regs, regs);
 	sample(p, sc, true);	/* counted when the thread comes back */
-	ret = sc->missed;
-	ss->since.ts = bpf_ktime_get_ns();
-	ss->since.wait.slot = ret ? NUPP_WAIT_UNCOUNTED : sc->slot;
-	ss->since.wait.state = ret ? ret - 1 : sc->state;
-	ss->since.wait.preempted = !prev_state;
-	ss->since.wait.syscall = (__s32)BPF_CORE_READ(regs, orig_ax);
-	if (ss->since.wait.syscall < 0)
-		ss->since.wait.syscall = -1;
-	ss->since.wait.wchan = wait_channel(ctx, ss);
-	ss->since.weight = every;
+	now = bpf_ktime_get_ns();	/* the wait begins after the walk */
+	syscall = (__s32)BPF_CORE_READ(regs, orig_ax);
+	note_wait(ss, sc, now, syscall < 0 ? -1 : syscall, wait_channel(ctx, ss), !prev_state, every);
 	since = bpf_task_storage_get(&off_since, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (since)
 		*since = ss->since;
@@ -211,13 +220,7 @@ int on_yield(struct pt_regs *ctx)
 		return 0;
 	VM_REGS(sc->regs, ctx);
 	sample(p, sc, true);		/* counted at the resume */
-	ss->since.ts = bpf_ktime_get_ns();
-	ss->since.wait.slot = sc->missed ? NUPP_WAIT_UNCOUNTED : sc->slot;
-	ss->since.wait.state = sc->missed ? sc->missed - 1 : sc->state;
-	ss->since.wait.syscall = NUPP_WAIT_COROUTINE;
-	ss->since.wait.preempted = 0;
-	ss->since.wait.wchan = 0;
-	ss->since.weight = 1;
+	note_wait(ss, sc, bpf_ktime_get_ns(), NUPP_WAIT_COROUTINE, 0, 0, 1);
 	bpf_map_update_elem(&co_since, &key, &ss->since, BPF_ANY);
 	return 0;
 }

@@ -275,20 +275,31 @@ static int load_object(struct sampler *s, char *err, size_t errsz)
 
 /* Start the timers (the scheduler tick, or a cpu-clock event per CPU) and
  * the exec hook. */
+/* s's clock as one program attached where its section says (a
+ * tracepoint): its only link. */
+static int attach_one(struct sampler *s, struct bpf_program *prog, const char *where,
+			       char *err, size_t errsz)
+{
+	if (!(s->links = calloc(1, sizeof(*s->links)))) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	if (!(s->links[0] = bpf_program__attach(prog))) {
+		snprintf(err, errsz, "failed to attach to %s: %s", where, strerror(errno));
+		return -1;
+	}
+	s->nlinks = 1;
+	return 0;
+}
+
 static int attach(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
 {
 	if (o->clock == SAMPLER_CLOCK_TICK) {
-		if (!(s->links = calloc(1, sizeof(*s->links)))) {
-			snprintf(err, errsz, "out of memory");
+		if (attach_one(s, s->skel->progs.on_tick, "the scheduler tick", err, errsz))
 			return -1;
-		}
-		if (!(s->links[0] = bpf_program__attach(s->skel->progs.on_tick))) {
-			snprintf(err, errsz, "failed to attach to the scheduler tick: %s", strerror(errno));
-			return -1;
-		}
-		s->nlinks = 1;
 	} else if (o->clock == SAMPLER_CLOCK_OFF_CPU) {
-		if (waits__attach(s, err, errsz))
+		/* One program for switches out and in (offcpu.h). */
+		if (attach_one(s, s->skel->progs.on_switch, "sched_switch", err, errsz))
 			return -1;
 	} else if (attach_cpu_clock(s, o, err, errsz)) {
 		return -1;
@@ -1046,6 +1057,11 @@ struct profile *sampler__counts(struct sampler *s, struct sampler_stats *st)
 	 * alike share a row. */
 	for (size_t i = 0; i < s->rows.nrows; i++)
 		memset(s->rows.rows[i].state, 0, sizeof(s->rows.rows[i].state));
+	/* Off the CPU, the slots' stacks are the waits' Lua side: rows are
+	 * by wait, with its kernel side as their leaf. First: a slot it sees
+	 * for the first time is then among those the stats count. */
+	if (s->off_cpu && waits__rows(s, st))
+		return NULL;
 	for (size_t k = 0; k < s->nknown; k++) {
 		const struct nupp_stack_slot *slot = &s->table[s->known[k]];
 		long row = s->slot_row[s->known[k]] - SLOT_SEEN;
@@ -1070,10 +1086,6 @@ struct profile *sampler__counts(struct sampler *s, struct sampler_stats *st)
 		for (int i = 0; i < NUPP_ST_MAX && !s->off_cpu; i++)
 			s->rows.rows[row].state[i] += c[i];
 	}
-	/* Off the CPU, the slots' stacks are the waits' Lua side: rows are
-	 * by wait, with its kernel side as their leaf. */
-	if (s->off_cpu && waits__rows(s, st))
-		return NULL;
 	if (getenv("NUPP_VERBOSE")) {
 		fprintf(stderr, "sampler: %zu kernel stacks, %zu mapped stacks rendered\n",
 			s->seen.used, s->rendered.used);

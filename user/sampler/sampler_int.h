@@ -132,7 +132,6 @@ SAMPLER_INTERNAL int see_slot(struct sampler *s, __u32 idx, const struct nupp_ne
 /* waits.c: the kernel's side of the off-CPU clock, and its rows. */
 SAMPLER_INTERNAL int waits__configure(struct sampler *s, const struct sampler_opts *o,
 				      char *err, size_t errsz);
-SAMPLER_INTERNAL int waits__attach(struct sampler *s, char *err, size_t errsz);
 /* The rows of the waits so far: a Lua stack's row and a leaf frame of its
  * wait's system call and wait channel, counting microseconds. 0 or -ENOMEM. */
 SAMPLER_INTERNAL int waits__rows(struct sampler *s, struct sampler_stats *st);

@@ -54,21 +54,6 @@ int waits__configure(struct sampler *s, const struct sampler_opts *o, char *err,
 	return 0;
 }
 
-/* The scheduler's switch tracepoint: one program for switches out and in. */
-int waits__attach(struct sampler *s, char *err, size_t errsz)
-{
-	if (!(s->links = calloc(1, sizeof(*s->links)))) {
-		snprintf(err, errsz, "out of memory");
-		return -1;
-	}
-	if (!(s->links[0] = bpf_program__attach(s->skel->progs.on_switch))) {
-		snprintf(err, errsz, "failed to attach to sched_switch: %s", strerror(errno));
-		return -1;
-	}
-	s->nlinks = 1;
-	return 0;
-}
-
 /* Walks of switching threads a second, at most: a walk and its kernel
  * stack cost a switch ~2.5 us (kernel-notes/offcpu.md), so these cost the
  * targets at most 5 ms of CPU a second. Above, one switch in a power of two
