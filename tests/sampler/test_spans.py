@@ -3,7 +3,7 @@
 (user/sampler/bcpath.h), against the calibration shapes of spans.lua.
 
 Each shape is a driver loop, loop(), calling parts (a, b, ...) that the JIT
-inlines into its trace. spans.lua times each part alone (the best of 7
+inlines into its trace. spans.lua times each part alone (the best of 21
 interleaved rounds, minus an empty loop) and prints each part's share of
 the driver's time: its truth. A sample under loop() goes to the innermost
 of loop() and the parts on its stack (loop() itself: "self").
