@@ -274,12 +274,14 @@ static void name_protos(struct walk *w)
 static void find_paths(struct walk *w, __u64 g)
 {
 	struct census *c = w->c;
-	size_t objects = 0;
 	struct refs *r;
+	/* What refers to others: the paths' table holds those (strings and
+	 * cdata are kept apart). */
+	size_t containers = c->type[HEAP_TABLE].objects + c->type[HEAP_LUA_FUNCTION].objects +
+			    c->type[HEAP_C_FUNCTION].objects + c->type[HEAP_THREAD].objects +
+			    c->type[HEAP_USERDATA].objects;
 
-	for (int i = 0; i < HEAP_TYPES; i++)
-		objects += c->type[i].objects;
-	if (!(r = refs__walk(&w->mem, w->lj, g, objects)))
+	if (!(r = refs__walk(&w->mem, w->lj, g, containers)))
 		return;
 	c->reached = refs__reached(r);
 	if (refs__groups(r, &c->paths))

@@ -53,14 +53,27 @@ struct seen {
 	__u32 group;		/* its path's group (refs__groups) */
 };
 
+/* A string or cdata reached: it refers to nothing, and there are millions
+ * of them. Kept apart from the containers' table, seen by a bit per 8
+ * bytes of the copy, and grouped after the walk under its container. */
+struct leaf {
+	__u64 parent;		/* the container it was reached from */
+	__u64 via;
+	__u64 bytes;
+};
+
 struct refs {
 	struct heapmem *m;
 	const struct lj_layout *lj;
 	__u64 GG;
-	struct seen *tab;	/* open addressing, by address */
+	struct seen *tab;	/* the containers (and leaves outside the copy),
+				 * open addressing, by address */
 	size_t cap, used, first_cap;
-	__u64 *queue;		/* every object reached, in the order reached */
+	__u64 *queue;		/* every object in tab, in the order reached */
 	size_t qhead, qlen, qcap;
+	__u64 **marks;		/* by region of the copy: a bit per 8 bytes, a leaf seen */
+	struct leaf *leaves;	/* in the order reached */
+	size_t nleaves, leafcap;
 };
 
 static size_t slot_of(const struct refs *r, __u64 addr)
@@ -76,12 +89,11 @@ static size_t slot_of(const struct refs *r, __u64 addr)
  * probe reads a fresh page before it writes, and calloc's fresh pages are
  * then the zero page, whose first write costs a fault and a TLB flush on
  * every CPU (a third of a census's time, measured). */
+static void *zeroed(size_t bytes);
+
 static struct seen *table_alloc(size_t cap)
 {
-	void *p = mmap(NULL, cap * sizeof(struct seen), PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-
-	return p == MAP_FAILED ? NULL : p;
+	return zeroed(cap * sizeof(struct seen));
 }
 
 static void table_free(struct seen *tab, size_t cap)
@@ -130,15 +142,68 @@ static int reach(struct refs *r, __u64 obj, __u64 parent, __u64 via)
 	return 0;
 }
 
-/* A TValue that refers to an object: queue it (strings and cdata refer
- * to none, but weigh). */
+/* Pages mapped writable at once (table_alloc says why), zeroed. */
+static void *zeroed(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* Leaf obj (a string or cdata, tag gct) reached from parent by via: weighed
+ * and kept once. One outside the copy goes to the table as a container
+ * would (visit weighs it). 0, or -1 out of memory. */
+static int reach_leaf(struct refs *r, __u64 obj, __u64 parent, __u64 via, __u8 gct)
+{
+	const struct heapmem *m = r->m;
+	size_t lo = 0, hi = m->n, bit;
+	const unsigned char *h;
+	__u64 *bits, bytes = 0;
+	enum heap_type type;
+
+	if (!obj || (obj & 7))
+		return 0;
+	while (lo < hi) {		/* the region holding obj */
+		size_t mid = (lo + hi) / 2;
+
+		if (m->r[mid].lo <= obj)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || obj >= m->r[lo - 1].hi || !r->marks)
+		return reach(r, obj, parent, via);
+	if (!r->marks[lo - 1] &&
+	    !(r->marks[lo - 1] = zeroed((m->r[lo - 1].hi - m->r[lo - 1].lo) / 64 + 8)))
+		return -1;
+	bits = r->marks[lo - 1];
+	bit = (obj - m->r[lo - 1].lo) / 8;
+	if (bits[bit / 64] & (1ULL << (bit % 64)))
+		return 0;
+	bits[bit / 64] |= 1ULL << (bit % 64);
+	/* A string's header or a cdata's, whole in the copy, of the tag its
+	 * reference says (else the heap changed: it weighs nothing here). */
+	if ((h = heapmem__view(m, obj, r->lj->str_size > 16 ? r->lj->str_size : 16)) &&
+	    h[r->lj->gc_gct] == gct && heap_object__weigh(r->lj, r->GG, obj, h, &type, &bytes))
+		bytes = 0;
+	if (ARRAY_ROOM(r->leaves, r->nleaves, r->leafcap, 4096))
+		return -1;
+	r->leaves[r->nleaves++] = (struct leaf){ parent, via, bytes };
+	return 0;
+}
+
+/* A TValue that refers to an object: queue it; a string or cdata (which
+ * refer to none) weighed and kept. */
 static int reach_tv(struct refs *r, __u64 tv, __u64 parent, __u64 via)
 {
 	__u32 it = (__u32)((__s64)tv >> 47);
 
-	if (it == IT_TAB || it == IT_FUNC || it == IT_THREAD || it == IT_UDATA || it == IT_STR ||
-	    it == IT_CDATA)
+	if (it == IT_TAB || it == IT_FUNC || it == IT_THREAD || it == IT_UDATA)
 		return reach(r, tv & LJ_GCVMASK, parent, via);
+	if (it == IT_STR || it == IT_CDATA)
+		return reach_leaf(r, tv & LJ_GCVMASK, parent, via,
+				  it == IT_STR ? LJ_GCT_STR : LJ_GCT_CDATA);
 	return 0;
 }
 
@@ -266,6 +331,7 @@ struct refs *refs__walk(struct heapmem *m, const struct lj_layout *lj, __u64 g, 
 	r->m = m;
 	r->lj = lj;
 	r->GG = GG;
+	r->marks = m->n ? calloc(m->n, sizeof(*r->marks)) : NULL;	/* none: all in tab */
 	/* The roots whose paths are preferred first: the globals (the main
 	 * thread's environment) and the registry, which hold what lives on;
 	 * then the main thread's stack (the locals of what runs now), for
@@ -383,17 +449,18 @@ int refs__path(struct refs *r, __u64 obj, char *out, size_t n)
 	return 0;
 }
 
-/* The segment of obj's path that names its group: the entries of a
+/* The segment of the path of an object reached from parent (its entry,
+ * NULL for a root) by via that names its group: the entries of a
  * collection (and every array slot) are one, "[*]". */
-static void group_segment(struct refs *r, const struct seen *obj, char *out, size_t n)
+static void group_segment(struct refs *r, const struct seen *parent, __u64 via, char *out,
+			  size_t n)
 {
-	const struct seen *parent = obj->parent ? &r->tab[slot_of(r, obj->parent)] : NULL;
-	enum via kind = VIA_KIND(obj->via);
+	enum via kind = VIA_KIND(via);
 
 	if (kind == VIA_ARRAY || (kind == VIA_HASH && parent && parent->slots > COLLECTION))
 		snprintf(out, n, "[*]");
 	else
-		segment(r, obj->via, out, n);
+		segment(r, via, out, n);
 }
 
 struct group_key {
@@ -401,41 +468,86 @@ struct group_key {
 	char seg[44];
 };
 
-int refs__groups(struct refs *r, struct path_groups *pg)
+/* The groups being made: their index by key, and the last "[*]" group
+ * made or found (a collection's entries come one after another). */
+struct grouping {
+	struct keymap ids;
+	__u32 star_parent;
+	long star;
+};
+
+/* The group of an object reached from parent (NULL: a root) by via,
+ * made when new; its index, or -1 out of memory. */
+static long group_of(struct refs *r, struct grouping *gr, struct path_groups *pg,
+		     const struct seen *from, __u64 via)
 {
-	struct keymap ids = {};
-	int ret = -1;
+	__u32 parent = from ? from->group : PATH_ROOT;
+	struct group_key key = { .parent = parent };
+	enum via kind = VIA_KIND(via);
+	bool star = kind == VIA_ARRAY || (kind == VIA_HASH && from && from->slots > COLLECTION);
+	char seg[64];
+	long id;
 
-	for (size_t q = 0; q < r->qlen; q++) {
-		struct seen *o = &r->tab[slot_of(r, r->queue[q])];
-		__u32 parent = o->parent ? r->tab[slot_of(r, o->parent)].group : PATH_ROOT;
-		struct group_key key = { .parent = parent };
-		char seg[64];
-		long id;
-
-		group_segment(r, o, seg, sizeof(seg));
+	if (star && gr->star >= 0 && gr->star_parent == parent)
+		return gr->star;
+	group_segment(r, from, via, seg, sizeof(seg));
 		/* Zero-padded, as keys compare whole; a long one cut. */
 		for (size_t c = 0; c < sizeof(key.seg) - 1 && seg[c]; c++)
 			key.seg[c] = seg[c];
-		id = keymap__get(&ids, &key, sizeof(key));
-		/* Past the groups' limit, or below the deepest path written (a
-		 * long chain, a.next.next...), an object is its parent's. */
-		if (id < 0 && parent != PATH_ROOT &&
-		    (pg->n >= GROUPS_MAX || pg->g[parent].depth + 1 >= PATH_DEPTH_MAX)) {
-			id = parent;
-		} else if (id < 0) {
-			if (ARRAY_ROOM(pg->g, pg->n, pg->cap, 1024) ||
-			    keymap__put(&ids, &key, sizeof(key), (long)pg->n))
-				goto out;
-			id = (long)pg->n++;
-			pg->g[id] = (struct path_group){
-				.parent = parent,
-				.depth = parent == PATH_ROOT ? 1 : pg->g[parent].depth + 1 };
-			memcpy(pg->g[id].seg, key.seg, sizeof(key.seg));
-		}
+	id = keymap__get(&gr->ids, &key, sizeof(key));
+	/* Past the groups' limit, or below the deepest path written (a long
+	 * chain, a.next.next...), an object is its parent's. */
+	if (id < 0 && parent != PATH_ROOT &&
+	    (pg->n >= GROUPS_MAX || pg->g[parent].depth + 1 >= PATH_DEPTH_MAX)) {
+		id = parent;
+	} else if (id < 0) {
+		if (ARRAY_ROOM(pg->g, pg->n, pg->cap, 1024) ||
+		    keymap__put(&gr->ids, &key, sizeof(key), (long)pg->n))
+			return -1;
+		id = (long)pg->n++;
+		pg->g[id] = (struct path_group){
+			.parent = parent,
+			.depth = parent == PATH_ROOT ? 1 : pg->g[parent].depth + 1 };
+		memcpy(pg->g[id].seg, key.seg, sizeof(key.seg));
+	}
+	if (star) {
+		gr->star_parent = parent;
+		gr->star = id;
+	}
+	return id;
+}
+
+int refs__groups(struct refs *r, struct path_groups *pg)
+{
+	struct grouping gr = { .star = -1 };
+	const struct seen *from = NULL;
+	__u64 from_addr = 0;
+	int ret = -1;
+	long id;
+
+	/* The containers in the order reached: a parent before its children.
+	 * Siblings come together: their parent is looked up once for them. */
+	for (size_t q = 0; q < r->qlen; q++) {
+		struct seen *o = &r->tab[slot_of(r, r->queue[q])];
+
+		if (o->parent != from_addr || !from)
+			from = (from_addr = o->parent) ? &r->tab[slot_of(r, from_addr)] : NULL;
+		if ((id = group_of(r, &gr, pg, from, o->via)) < 0)
+			goto out;
 		o->group = (__u32)id;
 		pg->g[id].objects++;
 		pg->g[id].bytes += o->bytes;
+	}
+	from = NULL;
+	for (size_t i = 0; i < r->nleaves; i++) {
+		const struct leaf *l = &r->leaves[i];
+
+		if (l->parent != from_addr || !from)
+			from = (from_addr = l->parent) ? &r->tab[slot_of(r, from_addr)] : NULL;
+		if ((id = group_of(r, &gr, pg, from, l->via)) < 0)
+			goto out;
+		pg->g[id].objects++;
+		pg->g[id].bytes += l->bytes;
 	}
 	/* A group is made after its parent's: children first, upwards. */
 	for (size_t i = pg->n; i-- > 0;) {
@@ -450,7 +562,7 @@ int refs__groups(struct refs *r, struct path_groups *pg)
 	}
 	ret = 0;
 out:
-	keymap__free(&ids);
+	keymap__free(&gr.ids);
 	return ret;
 }
 
@@ -472,7 +584,7 @@ void path_groups__free(struct path_groups *pg)
 
 size_t refs__reached(const struct refs *r)
 {
-	return r->used;
+	return r->used + r->nleaves;
 }
 
 void refs__free(struct refs *r)
@@ -481,5 +593,10 @@ void refs__free(struct refs *r)
 		return;
 	table_free(r->tab, r->cap);
 	free(r->queue);
+	for (size_t i = 0; r->marks && i < r->m->n; i++)
+		if (r->marks[i])
+			munmap(r->marks[i], (r->m->r[i].hi - r->m->r[i].lo) / 64 + 8);
+	free(r->marks);
+	free(r->leaves);
 	free(r);
 }

@@ -24,8 +24,8 @@
 
 struct refs;
 
-/* Walk VM g's heap from its roots, over m, expecting about expect objects;
- * NULL when out of memory. */
+/* Walk VM g's heap from its roots, over m, expecting about expect objects
+ * that refer to others; NULL when out of memory. */
 struct refs *refs__walk(struct heapmem *m, const struct lj_layout *lj, __u64 g, size_t expect);
 
 /* obj's path into out ("_G.cache.sessions", "package.loaded.app.cache",
