@@ -80,7 +80,7 @@ void heapmem__free(struct heapmem *m)
 	free(m->r);
 }
 
-const unsigned char *heapmem__view(const struct heapmem *m, __u64 addr, size_t n)
+long heapmem__region(const struct heapmem *m, __u64 addr)
 {
 	size_t lo = 0, hi = m->n;
 
@@ -92,8 +92,15 @@ const unsigned char *heapmem__view(const struct heapmem *m, __u64 addr, size_t n
 		else
 			hi = mid;
 	}
-	if (lo && addr + n >= addr && addr + n <= m->r[lo - 1].hi)
-		return m->r[lo - 1].data + (addr - m->r[lo - 1].lo);
+	return lo && addr < m->r[lo - 1].hi ? (long)lo - 1 : -1;
+}
+
+const unsigned char *heapmem__view(const struct heapmem *m, __u64 addr, size_t n)
+{
+	long i = heapmem__region(m, addr);
+
+	if (i >= 0 && addr + n >= addr && addr + n <= m->r[i].hi)
+		return m->r[i].data + (addr - m->r[i].lo);
 	return NULL;
 }
 

@@ -34,6 +34,9 @@ struct heapmem {
 int heapmem__init(struct heapmem *m, pid_t pid);
 void heapmem__free(struct heapmem *m);
 
+/* The index in m->r of the region of the copy holding addr, or -1. */
+long heapmem__region(const struct heapmem *m, __u64 addr);
+
 /* The n bytes at addr in the copy, read in place (no copy of them: a census
  * reads millions of headers); NULL when the copy does not hold them all. */
 const unsigned char *heapmem__view(const struct heapmem *m, __u64 addr, size_t n);

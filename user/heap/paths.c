@@ -157,28 +157,20 @@ static void *zeroed(size_t bytes)
 static int reach_leaf(struct refs *r, __u64 obj, __u64 parent, __u64 via, __u8 gct)
 {
 	const struct heapmem *m = r->m;
-	size_t lo = 0, hi = m->n, bit;
 	const unsigned char *h;
 	__u64 *bits, bytes = 0;
 	enum heap_type type;
+	size_t bit;
+	long i;
 
 	if (!obj || (obj & 7))
 		return 0;
-	while (lo < hi) {		/* the region holding obj */
-		size_t mid = (lo + hi) / 2;
-
-		if (m->r[mid].lo <= obj)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (!lo || obj >= m->r[lo - 1].hi || !r->marks)
+	if ((i = heapmem__region(m, obj)) < 0 || !r->marks)
 		return reach(r, obj, parent, via);
-	if (!r->marks[lo - 1] &&
-	    !(r->marks[lo - 1] = zeroed((m->r[lo - 1].hi - m->r[lo - 1].lo) / 64 + 8)))
+	if (!r->marks[i] && !(r->marks[i] = zeroed((m->r[i].hi - m->r[i].lo) / 64 + 8)))
 		return -1;
-	bits = r->marks[lo - 1];
-	bit = (obj - m->r[lo - 1].lo) / 8;
+	bits = r->marks[i];
+	bit = (obj - m->r[i].lo) / 8;
 	if (bits[bit / 64] & (1ULL << (bit % 64)))
 		return 0;
 	bits[bit / 64] |= 1ULL << (bit % 64);
