@@ -15,7 +15,7 @@ BPFTOOL ?= bpftool
 PYTHON  ?= /usr/bin/python3
 CFLAGS  ?= -O2 -g -Wall -Wextra -Wno-unused-parameter
 CPPFLAGS += -I$(B) -I$(B)/gen -Ibpf -Iuser
-LDLIBS  += -lbpf -ldw -lelf -lz -lmd -ljansson
+LDLIBS  += -lbpf -ldw -lelf -lz -lmd -ljansson -lm
 ARCH    := x86
 
 ifeq ($(V),1)

@@ -660,6 +660,7 @@ int BPF_PROG(on_tick, struct hrtimer *timer)
 }
 
 #include "offcpu.h"
+#include "alloc.h"
 
 /* Index x, tested below n (a power of two), masked as well: the compiler
  * would drop a mask it can prove idle, and the verifier may see the test

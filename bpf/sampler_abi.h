@@ -222,6 +222,28 @@ struct nupp_off_since {
 #define NUPP_WAIT_COROUTINE	(-2)
 #define NUPP_KSTACK	12	/* kernel frames searched for the wait channel */
 
+/* The allocation clock (bpf/alloc.h). A sampled block still in use, by
+ * the slot of its process and its address. */
+struct nupp_alloc_key {
+	__u32 slot;		/* the process's (nupp_proc.slot) */
+	__u32 pad;
+	__u64 addr;
+};
+
+struct nupp_alloc_live {
+	__u32 slot;		/* its stack's, in the counts table */
+	__u32 state;		/* enum nupp_state at the allocation */
+	__u64 bytes;		/* the bytes it stands for */
+	__u64 objects;		/* the blocks it stands for, in 1/NUPP_ALLOC_ONE */
+};
+
+#define NUPP_ALLOC_ONE		(1 << 16)	/* an object in alloc_objects */
+#define NUPP_ALLOC_EXP		1024	/* cells of the exponential draw */
+#define NUPP_ALLOC_EXP_SHIFT	20	/* its fixed point */
+#define NUPP_ALLOC_STEPS	64	/* points of alloc_scale per mean */
+#define NUPP_ALLOC_SCALE	1024	/* its points, to 16 means; a power of two */
+#define NUPP_ALLOC_LIVE_MAX	(1 << 17)	/* sampled blocks in use followed */
+
 #define NUPP_MAX_TARGETS	64	/* slots found by a scan of target_tgid; later
 					 * ones, up to NUPP_MAX_PLACES, by a lookup */
 #define NUPP_TGID_GONE	0xffffffffU	/* target_tgid of a slot whose process exited
@@ -267,6 +289,10 @@ struct nupp_proc {
 				 * yet may be gone while the process runs on */
 	__u8 site_ops[NUPP_OPS];	/* enum nupp_site_op by opcode; all 0 when
 					 * the build has no bytecode modes */
+	__u32 g_currentwhite;	/* --alloc: offset of g->gc.currentwhite in the
+				 * only VM (g), 0 when not verified there: its
+				 * frees from lua_close on are not frees of what
+				 * the program held (bpf/alloc.h) */
 };
 
 /* Process-wide counters (per-CPU array, index enum nupp_counter). A

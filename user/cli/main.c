@@ -91,6 +91,7 @@ enum {
 	OPT_MAX_STACKS, OPT_SVG, OPT_NO_SUMMARY, OPT_ZONES, OPT_USAGE, OPT_VERSION, OPT_CHILDREN, OPT_FORMAT,
 	OPT_LINES, OPT_DUMPSTACK_NAMES, OPT_JSON, OPT_ROTATE, OPT_KEEP, OPT_LUAJIT, OPT_PROFILE,
 	OPT_MAX_CPU, OPT_PAUSE, OPT_DIFF, OPT_OFF_CPU, OPT_MIN_BLOCK, OPT_PREEMPTED, OPT_WALL, OPT_WAITS,
+	OPT_ALLOC, OPT_ALLOC_MEAN,
 };
 
 static const struct argp_option options[] = {
@@ -111,6 +112,12 @@ static const struct argp_option options[] = {
 	{ "waits", OPT_WAITS, NULL, 0, "With --off-cpu or --wall: also the time a coroutine waits "
 	  "from its yield from C to its resume (OpenResty's cosocket waits, ngx.sleep), charged to "
 	  "its stack at the yield, as [coroutine wait]", 1 },
+	{ "alloc", OPT_ALLOC, NULL, 0, "Bytes the VMs allocate instead of samples: allocations "
+	  "sampled by bytes (one per --alloc-mean on average), each charged to its Lua stack "
+	  "for the bytes it stands for; pprof has Go's four heap types (allocated and still in "
+	  "use, objects and bytes). Every allocation then traps (a few µs): needs -d", 1 },
+	{ "alloc-mean", OPT_ALLOC_MEAN, "SIZE", 0, "With --alloc: bytes between two sampled "
+	  "allocations on average (default 512K; K, M, G suffixes)", 1 },
 	{ "min-block", OPT_MIN_BLOCK, "US", 0, "With --off-cpu: leave out waits shorter than US "
 	  "microseconds (default 0: every wait)", 1 },
 	{ "include-preempted", OPT_PREEMPTED, NULL, 0, "With --off-cpu: count the time a thread "
@@ -233,6 +240,17 @@ static void check_live(const struct session_opts *o)
 	if (o->off_cpu && (o->clock_given || o->rate_given || o->max_cpu))
 		usage_error("--off-cpu counts every wait: -F, -i, --clock and --max-cpu are for "
 			    "samples on the CPU");
+	if (o->alloc_mean_given && !o->alloc)
+		usage_error("--alloc-mean goes with --alloc");
+	if (o->alloc && !(o->channels & SESSION_SAMPLE))
+		usage_error("--alloc is for record and the default job");
+	if (o->alloc && (o->off_cpu || o->wall || o->top || o->rotate || o->max_cpu ||
+			 o->clock_given || o->rate_given))
+		usage_error("--alloc samples by bytes allocated: no --off-cpu, --wall, top, "
+			    "--rotate, --max-cpu, -F, -i or --clock with it");
+	if (o->alloc && !o->duration)
+		usage_error("--alloc traps every allocation of the target (a few µs each): give "
+			    "it a duration, -d SECONDS");
 	if (o->max_cpu && o->sampler.clock == SAMPLER_CLOCK_TICK)
 		usage_error("--max-cpu lowers the cpu-clock timer's rate; the scheduler tick's "
 			    "is the kernel's");
@@ -297,6 +315,26 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_OFF_CPU:
 		o->off_cpu = true;
 		break;
+	case OPT_ALLOC:
+		o->alloc = true;
+		break;
+	case OPT_ALLOC_MEAN: {
+		char *end;
+		unsigned long long v;
+
+		errno = 0;
+		v = strtoull(arg, &end, 10);
+		if (*end && !end[1] && strchr("kKmMgG", *end))
+			v <<= *end == 'k' || *end == 'K' ? 10 : *end == 'm' || *end == 'M' ? 20 : 30;
+		else if (*end)
+			v = 0;
+		if (errno || end == arg || *arg == '-' || v < 1 || v > (1ULL << 30))
+			usage_error("--alloc-mean wants a size from 1 to 1G (bytes; K, M or G), "
+				    "not '%s'", arg);
+		o->sampler.alloc_mean = v;
+		o->alloc_mean_given = true;
+		break;
+	}
 	case OPT_MIN_BLOCK:
 		o->sampler.min_block_us = parse_num("--min-block", arg, 0, 3600L * 1000000);
 		o->min_block_given = true;
@@ -478,6 +516,8 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		check_outputs(o);
 		if (o->off_cpu)
 			o->sampler.clock = SAMPLER_CLOCK_OFF_CPU;
+		if (o->alloc)
+			o->sampler.clock = SAMPLER_CLOCK_ALLOC;
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;

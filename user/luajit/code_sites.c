@@ -678,6 +678,89 @@ static bool verified_before(__u64 vaddr, int kind, const struct lj_layout *lj)
 	return false;
 }
 
+/* Instructions the kernel's x86 uprobes emulate (arch/x86/kernel/uprobes.c:
+ * branch_setup_xol_ops, push_setup_xol_ops), in the forms it takes without
+ * prefixes: a jcc (rel8, rel32), a jmp or call to an immediate, a push of a
+ * 64-bit register. */
+static bool emulated(const struct ins *in)
+{
+	if (in->flags & IN_JCC)
+		return in->size == 2 || in->size == 6;
+	if (in->id == X86_INS_JMP)
+		return in->op[0].type == X86_OP_IMM && (in->size == 2 || in->size == 5);
+	if (in->id == X86_INS_CALL)
+		return in->op[0].type == X86_OP_IMM && in->size == 5;
+	if (in->id == X86_INS_PUSH)
+		return in->op[0].type == X86_OP_REG && in->op[0].size == 8 && in->size <= 2;
+	return false;
+}
+
+#define ARG_REGS	(1u << CODE_SITE_RDI | 1u << CODE_SITE_RSI | 1u << CODE_SITE_RDX | \
+			 1u << CODE_SITE_RCX | 1u << CODE_SITE_R8 | 1u << CODE_SITE_R9 | \
+			 1u << CODE_SITE_RSP)
+
+/* Does in leave the arguments, rsp and memory as they were? */
+static bool harmless(const struct ins *in)
+{
+	if (in->flags & (IN_BRANCH | IN_CALL | IN_STOP | IN_LABEL) || in->wregs & ARG_REGS)
+		return false;
+	switch (in->id) {
+	case X86_INS_TEST: case X86_INS_CMP: case X86_INS_ENDBR64:
+		return true;
+	case X86_INS_MOV: case X86_INS_LEA: case X86_INS_XOR:
+		return in->op[0].type == X86_OP_REG;
+	default:
+		return false;
+	}
+}
+
+#define ENTRY_PROBE_LOOK	4	/* instructions looked at from the entry */
+
+int code_sites__entry_probe(const char *path, __u64 vaddr, const struct lj_layout *lj,
+			    __u64 *site, char *err, size_t errsz)
+{
+	struct cfile *f;
+	long j;
+	int ret;
+
+	*site = vaddr;
+	if ((ret = code_sites__verify(path, vaddr, CODE_SITE_FUNC_ENTRY, lj, err, errsz)))
+		return ret;
+	/* verify() keeps the function it decoded, unless it had verified the
+	 * site before: decoded again then. */
+	pthread_mutex_lock(&kept.lock);
+	ret = -1;
+	if (!(f = kept_file(path, lj, err, errsz)))
+		goto out;
+	if (kept.fn_lo != vaddr || !kept.fn_hi) {
+		__u64 hi;
+
+		if (cfile__decode_fde(f, vaddr, &hi)) {
+			snprintf(err, errsz, "the function at 0x%llx does not decode",
+				 (unsigned long long)vaddr);
+			goto out;
+		}
+		kept.fn_lo = vaddr;
+		kept.fn_hi = hi;
+	}
+	ret = 0;
+	if ((j = insns__find(&f->fn, vaddr)) < 0)
+		goto out;
+	for (long i = j; i < j + ENTRY_PROBE_LOOK && i < (long)f->fn.n; i++) {
+		const struct ins *in = &f->fn.v[i];
+
+		if (emulated(in) && (i == j || !(in->flags & IN_LABEL))) {
+			*site = in->addr;
+			break;
+		}
+		if (!harmless(in))
+			break;
+	}
+out:
+	pthread_mutex_unlock(&kept.lock);
+	return ret;
+}
+
 int code_sites__verify(const char *path, __u64 vaddr, int kind, const struct lj_layout *lj,
 		       char *err, size_t errsz)
 {

@@ -63,6 +63,18 @@ int code_sites__find_opts(const char *path, const struct lj_layout *lj, int flag
 int code_sites__verify(const char *path, __u64 vaddr, int kind, const struct lj_layout *lj,
 		       char *err, size_t errsz);
 
+/* Where a uprobe on every call of the function at vaddr (an FDE's start)
+ * costs least: the first instruction on the straight path from its entry
+ * that the kernel emulates (a direct jcc, jmp or call, a push of a
+ * register) rather than single-steps out of line (~3x the cost here,
+ * kernel-notes/alloc.md), when every instruction before it only compares
+ * or loads registers other than rsp and the argument registers, and no
+ * jump lands on any of them: there the function's arguments and its
+ * return address are still as at the entry. The entry itself when there is
+ * none. 0 with the site in *site, or -1 with a one-line reason. */
+int code_sites__entry_probe(const char *path, __u64 vaddr, const struct lj_layout *lj,
+			    __u64 *site, char *err, size_t errsz);
+
 /* What the code says of the build itself. */
 
 /* Is the LuaJIT in the file a GC64 build (LJ_GC64: 64-bit TValues whose

@@ -334,13 +334,14 @@ static void put_fixed(struct svg_out *out, double v, int decimals)
 
 /* The hover text: the name, its samples and their split by state (a
  * heap's: its bytes). */
-static void put_title(struct svg_out *out, const struct node *n, __u64 total, bool heap)
+static void put_title(struct svg_out *out, const struct node *n, __u64 total, bool heap,
+		      bool bytes)
 {
 	out_str(out, "<title>");
 	out_xml(out, n->name, (size_t)-1);
 	out_str(out, " (");
 	put_u64(out, n->total);
-	out_str(out, heap ? " bytes, " : " samples, ");
+	out_str(out, heap || bytes ? " bytes, " : " samples, ");
 	put_fixed(out, 100.0 * n->total / total, 1);
 	out_char(out, '%');
 	for (int i = 0; i < NUPP_ST_MAX && !heap; i++)
@@ -375,6 +376,7 @@ struct canvas {
 	__u64 total;
 	int depth;
 	bool heap;		/* a heap's bytes: no VM states */
+	bool bytes;		/* counts are bytes (a heap's, or allocated) */
 };
 
 static void draw(const struct canvas *c, const struct node *n, __u64 offset, int level)
@@ -402,7 +404,7 @@ static void draw(const struct canvas *c, const struct node *n, __u64 offset, int
 		put_u64(c->out, c->heap ? 0 : n->state[i]);
 	}
 	out_str(c->out, "\">");
-	put_title(c->out, n, c->total, c->heap);
+	put_title(c->out, n, c->total, c->heap, c->bytes);
 	out_str(c->out, "<rect x=\"");
 	put_fixed(c->out, x, 2);
 	out_str(c->out, "\" y=\"");
@@ -458,6 +460,11 @@ static void put_subtitle(struct svg_out *out, const struct profile *p, __u64 tot
 	}
 	if (p->duration_ns)
 		out_printf(out, "%.1f s%s, ", p->duration_ns / 1e9, when);
+	if (p->measure == PROFILE_ALLOC) {	/* an estimate from sampled allocations */
+		out_printf(out, "%.1f MiB allocated, sampled once per %.0f KiB on average</text>\n",
+			   total / 1048576.0, p->period_ns / 1024.0);
+		return;
+	}
 	if (p->measure != PROFILE_SAMPLES) {
 		out_printf(out, p->measure == PROFILE_WALL ? "%.3f s of wall-clock time, on the CPU "
 			   "and off it" : "%.3f s off the CPU", total / 1e6);
@@ -538,7 +545,8 @@ int flamegraph__write(const struct profile *p, const struct render_opts *o, FILE
 	struct tree t = {};
 	struct node *root = &t.root;
 	struct svg_out *out = malloc(sizeof(*out));
-	struct canvas c = { .out = out, .heap = p->measure == PROFILE_HEAP };
+	struct canvas c = { .out = out, .heap = p->measure == PROFILE_HEAP,
+			    .bytes = p->measure == PROFILE_ALLOC };
 	int height, ret = -1;
 
 	root->name = strdup("all");

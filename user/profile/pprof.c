@@ -9,6 +9,7 @@
  * profile says how many frames, functions and samples there are.
  */
 #define _GNU_SOURCE
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -29,12 +30,14 @@ typedef Perftools__Profiles__Function pb_function;
 
 #define MAX_LABELS	6	/* vmstate, cpu, zone, pid, tid, vm */
 
+#define VALUES		4	/* a sample's values, at most */
+
 /* The message under construction, and the storage its pointers point into. */
 struct builder {
 	pb_profile msg;
 	struct keymap strings;		/* string -> index in msg.string_table */
 	size_t strings_cap;
-	pb_value_type types[2], *type_ptrs[2], period_type;
+	pb_value_type types[4], *type_ptrs[4], period_type;
 	__u32 *fn_of;			/* by frame: its function */
 	__u32 *first;			/* by function: the frame it was first seen as */
 	pb_function *fns, **fn_ptrs;
@@ -92,6 +95,18 @@ static int add_header(struct builder *b, const struct profile *p)
 	if (p->measure == PROFILE_HEAP) {
 		n = 1;		/* as Go's heap profiles name what is held */
 		err |= value_type(b, &b->types[0], "inuse_space", "bytes");
+	} else if (p->measure == PROFILE_ALLOC) {
+		/* Go's heap profile: its types, in its order; what the other
+		 * formats show (bytes allocated) is the default. */
+		n = 4;
+		err |= value_type(b, &b->types[0], "alloc_objects", "count");
+		err |= value_type(b, &b->types[1], "alloc_space", "bytes");
+		err |= value_type(b, &b->types[2], "inuse_objects", "count");
+		err |= value_type(b, &b->types[3], "inuse_space", "bytes");
+		err |= value_type(b, &b->period_type, "space", "bytes");
+		m->period_type = &b->period_type;
+		m->period = p->period_ns;	/* the mean bytes between two samples */
+		m->default_sample_type = b->types[1].type;
 	} else if (p->measure != PROFILE_SAMPLES) {
 		n = 1;
 		err |= value_type(b, &b->types[0], p->measure == PROFILE_WALL ? "wall" : "off_cpu",
@@ -248,7 +263,7 @@ static int reserve_samples(struct builder *b, const struct profile *p,
 	b->labels = calloc(MAX_LABELS * n + 1, sizeof(*b->labels));
 	b->label_ptrs = calloc(MAX_LABELS * n + 1, sizeof(*b->label_ptrs));
 	b->loc_ids = calloc(ids + 1, sizeof(*b->loc_ids));
-	b->values = calloc(2 * n + 1, sizeof(*b->values));
+	b->values = calloc(VALUES * n + 1, sizeof(*b->values));
 	b->msg.sample = b->sample_ptrs;
 	return b->samples && b->sample_ptrs && b->labels && b->label_ptrs && b->loc_ids &&
 	       b->values ? 0 : -1;
@@ -291,13 +306,27 @@ static int add_labels(struct builder *b, pb_sample *sm, const struct profile *p,
 	return err;
 }
 
+/* Row r's allocations in one VM state as Go's four values. Its bytes are by
+ * state; its objects and what is in use are the row's, shared out by
+ * those bytes. */
+static void alloc_values(const struct profile_row *r, int state, int64_t v[VALUES])
+{
+	__u64 all = profile_row__count(r), part = r->state[state];
+	double share = all ? (double)part / all : 0;
+
+	v[0] = llround(r->alloc.objects * share);
+	v[1] = part;
+	v[2] = llround(r->alloc.inuse_objects * share);
+	v[3] = llround(r->alloc.inuse_bytes * share);
+}
+
 /* A sample of row r's samples in one VM state: its locations leaf first. */
 static int add_sample(struct builder *b, const struct profile *p, const struct profile_row *r,
 		      const struct render_opts *o, int state, size_t *ids)
 {
 	pb_sample *sm = &b->samples[b->msg.n_sample];
 	__u32 first = profile_row__first_frame(p, r, o->root);
-	int64_t *v = &b->values[2 * b->msg.n_sample];
+	int64_t *v = &b->values[VALUES * b->msg.n_sample];
 
 	perftools__profiles__sample__init(sm);
 	sm->location_id = &b->loc_ids[*ids];
@@ -308,6 +337,8 @@ static int add_sample(struct builder *b, const struct profile *p, const struct p
 	v[1] = r->state[state] * p->period_ns;
 	if (p->measure == PROFILE_OFF_CPU || p->measure == PROFILE_WALL)
 		v[0] = v[1];
+	if (p->measure == PROFILE_ALLOC)
+		alloc_values(r, state, v);
 	sm->value = v;
 	sm->n_value = b->msg.n_sample_type;
 	if (add_labels(b, sm, p, r, o, state))

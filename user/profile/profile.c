@@ -231,7 +231,7 @@ int profile__set_cost(struct profile *p, const char *cost)
 const char *profile__unit(const struct profile *p)
 {
 	return p->measure == PROFILE_OFF_CPU ? "µs off-CPU" : p->measure == PROFILE_WALL ? "µs" :
-	       p->measure == PROFILE_HEAP ? "bytes" : "samples";
+	       p->measure == PROFILE_HEAP || p->measure == PROFILE_ALLOC ? "bytes" : "samples";
 }
 
 int profile__add_scaled(struct profile *dst, const struct profile *src, __u64 num, __u64 den)
@@ -261,6 +261,11 @@ int profile__add_scaled(struct profile *dst, const struct profile *src, __u64 nu
 			dst->rows[at].state[s] = (r->state[s] * num + den / 2) / den;
 		dst->rows[at].unreadable = r->unreadable;
 		dst->rows[at].off_cpu = r->off_cpu;
+		dst->rows[at].alloc = (struct profile_alloc){
+			(r->alloc.objects * num + den / 2) / den,
+			(r->alloc.inuse_objects * num + den / 2) / den,
+			(r->alloc.inuse_bytes * num + den / 2) / den,
+		};
 	}
 	ret = 0;
 out:

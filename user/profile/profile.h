@@ -53,6 +53,16 @@ enum profile_measure {
 				 * (samples times their period) and off it */
 	PROFILE_HEAP,		/* bytes of a heap by reference path (nupp-bpf
 				 * heap -o): no VM state, all in state[0] */
+	PROFILE_ALLOC,		/* bytes allocated (record --alloc), an estimate
+				 * from samples; profile_row.alloc has the rest */
+};
+
+/* What an allocation profile's row counts besides the bytes it allocated
+ * (its state[]): estimates, as Go's heap profiles give them. */
+struct profile_alloc {
+	__u64 objects;		/* blocks allocated */
+	__u64 inuse_objects;	/* of which not freed at the end */
+	__u64 inuse_bytes;	/* and their bytes */
 };
 
 struct profile_row {
@@ -65,6 +75,7 @@ struct profile_row {
 	bool unreadable;		/* some frames rendered as [unknown] */
 	bool off_cpu;			/* its counts are time off the CPU (a wait) */
 	__u64 state[NUPP_ST_MAX];	/* samples by enum nupp_state */
+	struct profile_alloc alloc;	/* PROFILE_ALLOC: the row's other counts */
 };
 
 struct profile {
@@ -79,7 +90,8 @@ struct profile {
 	__u64 time_ns;			/* when recording started, since the epoch */
 	__u64 duration_ns;		/* how long it recorded */
 	__u64 period_ns;		/* between two samples of a thread, 0 unknown;
-					 * off the CPU, what a count is */
+					 * off the CPU, what a count is; of
+					 * allocations, the mean bytes between two */
 	enum profile_measure measure;
 };
 

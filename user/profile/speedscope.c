@@ -196,7 +196,8 @@ int speedscope__write(const struct profile *p, const struct render_opts *o, FILE
 {
 	struct writer w = { .p = p, .o = o, .out = out,
 			    .unit = p->measure == PROFILE_SAMPLES ? "none" :
-				    p->measure == PROFILE_HEAP ? "bytes" : "microseconds" };
+				    p->measure == PROFILE_HEAP || p->measure == PROFILE_ALLOC ?
+				    "bytes" : "microseconds" };
 	int ret = -1;
 
 	if (sort_rows(&w))

@@ -154,12 +154,25 @@ static __u64 period_ns(const struct sampler_opts *o)
 		return (hz = kernel_hz()) ? 1000000000ULL / hz : 0;
 	if (o->clock == SAMPLER_CLOCK_OFF_CPU)
 		return 1000;	/* a count is a microsecond waited */
+	if (o->clock == SAMPLER_CLOCK_ALLOC)
+		return o->alloc_mean;	/* profile.h: the mean bytes between two samples */
 	return o->freq_hz ? 1000000000ULL / o->freq_hz : (__u64)o->period_us * 1000;
 }
 
 bool sampler__off_cpu(const struct sampler *s)
 {
 	return s->off_cpu;
+}
+
+bool sampler__alloc(const struct sampler *s)
+{
+	return s->alloc;
+}
+
+/* What s's counts are. */
+static enum profile_measure measure(const struct sampler *s)
+{
+	return s->off_cpu ? PROFILE_OFF_CPU : s->alloc ? PROFILE_ALLOC : PROFILE_SAMPLES;
 }
 
 __u64 sampler__period_ns(const struct sampler *s)
@@ -234,6 +247,9 @@ static int configure_object(struct sampler *s, const struct sampler_opts *o, cha
 	bpf_program__set_autoload(s->skel->progs.on_switch, o->clock == SAMPLER_CLOCK_OFF_CPU);
 	bpf_program__set_autoload(s->skel->progs.on_yield, s->coroutine_waits);
 	bpf_program__set_autoload(s->skel->progs.on_resume, s->coroutine_waits);
+	bpf_program__set_autoload(s->skel->progs.on_alloc, s->alloc);
+	if (s->alloc)
+		return allocs__configure(s, o, err, errsz);
 	return o->clock == SAMPLER_CLOCK_OFF_CPU ? waits__configure(s, o, err, errsz) : 0;
 }
 
@@ -265,6 +281,16 @@ static int load_object(struct sampler *s, char *err, size_t errsz)
 		return -1;
 	}
 	s->procs = m;
+	if (s->alloc) {
+		m = mmap(NULL, s->table_len * sizeof(__u64), PROT_READ, MAP_SHARED,
+			 bpf_map__fd(s->skel->maps.alloc_objects), 0);
+		if (m == MAP_FAILED) {
+			snprintf(err, errsz, "failed to map the sampler's allocation counts: %s",
+				 strerror(errno));
+			return -1;
+		}
+		s->alloc_objects = m;
+	}
 	s->new_slots = ring_buffer__new(bpf_map__fd(s->skel->maps.new_slots), on_new_slot, s, NULL);
 	if (!s->new_slots) {
 		snprintf(err, errsz, "failed to open the sampler's ring buffer: %s", strerror(errno));
@@ -301,6 +327,8 @@ static int attach(struct sampler *s, const struct sampler_opts *o, char *err, si
 		/* One program for switches out and in (offcpu.h). */
 		if (attach_one(s, s->skel->progs.on_switch, "sched_switch", err, errsz))
 			return -1;
+	} else if (o->clock == SAMPLER_CLOCK_ALLOC) {
+		/* Probes on each target's allocators (allocs__watch). */
 	} else if (attach_cpu_clock(s, o, err, errsz)) {
 		return -1;
 	}
@@ -374,6 +402,7 @@ static void ch_close(struct channel *c)
 /* One channel by what it counts: the sampler on the CPU, and off it. */
 static const struct channel_ops sampler_channel = SAMPLER_CHANNEL("sampler");
 static const struct channel_ops off_cpu_channel = SAMPLER_CHANNEL("off-cpu");
+static const struct channel_ops alloc_channel = SAMPLER_CHANNEL("alloc");
 
 struct channel *sampler__channel(struct sampler *s)
 {
@@ -386,6 +415,7 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 
 	if (s)
 		s->channel = (struct channel){ o->clock == SAMPLER_CLOCK_OFF_CPU ? &off_cpu_channel
+					       : o->clock == SAMPLER_CLOCK_ALLOC ? &alloc_channel
 										  : &sampler_channel,
 					       { .streams = true } };
 	if (!s || alloc_buffers(s, o)) {
@@ -396,6 +426,7 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 	s->period_ns = period_ns(o);
 	s->off_cpu = o->clock == SAMPLER_CLOCK_OFF_CPU;
 	s->coroutine_waits = s->off_cpu && o->coroutine_waits;
+	s->alloc = o->clock == SAMPLER_CLOCK_ALLOC;
 	s->weight = 1;
 	s->max_shown = o->depth;
 	s->lines = o->lines;
@@ -438,6 +469,7 @@ static void free_target(struct target *tg, bool destroy_caches)
 	bpf_link__destroy(tg->vm_probe);
 	bpf_link__destroy(tg->yield_probe);
 	bpf_link__destroy(tg->resume_probe);
+	allocs__unwatch(tg);
 	symbolizer__free(tg->sym);
 	cfunc_names__free(tg->cnames);
 	codemap__free(tg->code);
@@ -461,6 +493,8 @@ void sampler__close(struct sampler *s)
 		munmap(s->table, s->table_bytes);
 	if (s->procs)
 		munmap(s->procs, procs_bytes());
+	if (s->alloc_objects)
+		munmap(s->alloc_objects, s->table_len * sizeof(__u64));
 	keymap__free(&s->seen);
 	keymap__free(&s->rendered);
 	waits__free(s);
@@ -597,6 +631,8 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 	enable_walk_caches(s, tg);
 	if (s->coroutine_waits)
 		watch_coroutine_waits(s, tg);
+	if (s->alloc)
+		allocs__watch(s, tg);
 	if (tg->gc_probe)
 		SET_LIVE(s, tg, gc_epoch, tg->proc.gc_epoch);
 	return 0;
@@ -613,6 +649,8 @@ int sampler__refresh_target(struct sampler *s, const struct lj_target *t)
 	if (t->ngs && !tg->vm_known_at)
 		tg->vm_known_at = __atomic_load_n(&s->procs[tg->slot].vmless, __ATOMIC_ACQUIRE) + 1;
 	SET_LIVE(s, tg, g, t->ngs == 1 ? t->gs[0] : 0);
+	if (s->alloc)
+		allocs__watch(s, tg);
 	return 0;
 }
 
@@ -1011,10 +1049,11 @@ static int copy_rows(struct sampler *s, struct profile *p)
 		if ((at = profile__add(p, r->pid, r->tid, r->g, r->zone, ids, r->nframes)) < 0)
 			goto out;
 		memcpy(p->rows[at].state, r->state, sizeof(r->state));
+		p->rows[at].alloc = r->alloc;
 		p->rows[at].unreadable = r->unreadable;
 	}
 	p->period_ns = s->period_ns;
-	p->measure = s->off_cpu ? PROFILE_OFF_CPU : PROFILE_SAMPLES;
+	p->measure = measure(s);
 	ret = 0;
 out:
 	free(id);
@@ -1095,6 +1134,8 @@ struct profile *sampler__counts(struct sampler *s, struct sampler_stats *st)
 					s->targets[i]->pid, tracemap__traces(s->targets[i]->tm),
 					tracemap__bytes(s->targets[i]->tm));
 	}
+	if (s->alloc && allocs__rows(s, st))
+		return NULL;
 	st->paused = counter(s, NUPP_CNT_PAUSED);
 	st->weight = s->weight;
 	st->samples += st->paused;
@@ -1122,7 +1163,7 @@ int sampler__take(struct sampler *s, struct profile *p, struct sampler_stats *st
 		return -ENOMEM;
 	*p = s->rows;
 	p->period_ns = s->period_ns;
-	p->measure = s->off_cpu ? PROFILE_OFF_CPU : PROFILE_SAMPLES;
+	p->measure = measure(s);
 	s->rows = (struct profile){ 0 };
 	return 0;
 }

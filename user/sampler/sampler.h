@@ -23,6 +23,8 @@ enum sampler_clock {
 	SAMPLER_CLOCK_OFF_CPU,	/* the scheduler's switches: the time a thread spends
 				 * switched out, charged to its Lua stack then
 				 * (bpf/offcpu.h); counts are microseconds */
+	SAMPLER_CLOCK_ALLOC,	/* the VM's allocator: bytes allocated, sampled by
+				 * bytes (bpf/alloc.h); counts are bytes */
 };
 
 struct sampler_opts {
@@ -39,6 +41,7 @@ struct sampler_opts {
 	bool include_preempted;	/* off the CPU: count preemptions as waits too */
 	bool coroutine_waits;	/* off the CPU: a coroutine's wait from its yield
 				 * from C to its resume counts too (--waits) */
+	__u64 alloc_mean;	/* allocations: bytes between two samples, on average */
 };
 
 /* A sampler's options unless asked otherwise, for every way in: the CLI's
@@ -49,6 +52,7 @@ struct sampler_opts {
 	.freq_hz = 99,				\
 	.depth = 16,				\
 	.max_stacks = 65536,			\
+	.alloc_mean = 512 * 1024,		\
 }
 
 /* Userspace reasons a sample did not make it into the profile. */
@@ -74,6 +78,9 @@ struct sampler_stats {
 					 * counts above are then nanoseconds) */
 	unsigned switch_every;		/* off the CPU: 1, or one switch in this many
 					 * was walked at some time, counting for as many */
+	__u64 alloc_live;		/* allocations: sampled blocks still in use */
+	__u64 alloc_untracked;		/* sampled blocks whose frees could not be
+					 * followed (the kernel's table was full) */
 };
 
 struct sampler;
@@ -185,6 +192,10 @@ unsigned sampler__weight(const struct sampler *s);
  * in a kernel frame (the system call and wait channel) and count
  * microseconds, its stats nanoseconds. */
 bool sampler__off_cpu(const struct sampler *s);
+
+/* Whether s samples allocations (SAMPLER_CLOCK_ALLOC): its rows count
+ * bytes, with their objects and what is still in use (profile_row.alloc). */
+bool sampler__alloc(const struct sampler *s);
 
 /* The time between two samples of a thread, 0 when unknown (the tick of a
  * kernel whose CONFIG_HZ is not on record); off the CPU, what a count is

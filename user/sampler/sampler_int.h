@@ -29,6 +29,10 @@ struct target {
 	struct bpf_link *vm_probe;	/* names a new VM to the sampler; NULL: none */
 	struct bpf_link *yield_probe;	/* --waits: lua_yield, lua_resume; NULL: none */
 	struct bpf_link *resume_probe;
+#define TARGET_ALLOCATORS 4
+	__u64 alloc_at[TARGET_ALLOCATORS];	/* --alloc: its VMs' allocators, */
+	int alloc_fd[TARGET_ALLOCATORS];	/* each one's uprobe session link (-1: none) */
+	int nallocs;
 	const struct nupp_new_slot *naming;	/* the ring record of the stack being
 						 * named: its captured memory first */
 	__u64 seen_epoch;		/* the GC epoch the symbolizer's caches hold for */
@@ -103,6 +107,10 @@ struct sampler {
 	unsigned switch_every_max;	/* the largest so far */
 	__u64 switches_seen;		/* target switches out walked, at switches_at */
 	double switches_at;		/* when (CLOCK_MONOTONIC, s); 0 never */
+	/* Allocations (allocs.c): */
+	bool alloc;
+	int session_type;		/* BPF_TRACE_UPROBE_SESSION in this kernel */
+	__u64 *alloc_objects;		/* the alloc_objects map, mapped: by slot */
 };
 
 /* Set one field of a listed target's entry, in place: rewriting the entry
@@ -136,6 +144,14 @@ SAMPLER_INTERNAL int waits__configure(struct sampler *s, const struct sampler_op
  * wait's system call and wait channel, counting microseconds. 0 or -ENOMEM. */
 SAMPLER_INTERNAL int waits__rows(struct sampler *s, struct sampler_stats *st);
 SAMPLER_INTERNAL void waits__free(struct sampler *s);
+/* allocs.c: the kernel's side of the allocation clock, its probes on the
+ * VMs' allocators (each VM found so far; again after a scan), and the rows'
+ * objects and bytes in use. */
+SAMPLER_INTERNAL int allocs__configure(struct sampler *s, const struct sampler_opts *o,
+				       char *err, size_t errsz);
+SAMPLER_INTERNAL void allocs__watch(struct sampler *s, struct target *tg);
+SAMPLER_INTERNAL void allocs__unwatch(struct target *tg);
+SAMPLER_INTERNAL int allocs__rows(struct sampler *s, struct sampler_stats *st);
 /* Once a second: the rate target threads switch out at, and from it how
  * many of those switches the kernel walks (switch_every). */
 SAMPLER_INTERNAL void waits__poll(struct sampler *s);

@@ -47,6 +47,9 @@ struct session_opts {
 	bool min_block_given, clock_given, rate_given;	/* for the checks of --off-cpu */
 	bool wall;			/* --wall: a sampler on the CPU and one off it,
 					 * their profiles made one */
+	bool alloc;			/* --alloc: the sampler's clock is the VMs'
+					 * allocators (sampler.clock, once parsed) */
+	bool alloc_mean_given;
 	const char *bad_arg;		/* the argument argp stopped at, for its error */
 	bool inspect;			/* the inspect command */
 	const char *inspect_file;	/* its FILE, NULL with -p */

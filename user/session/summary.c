@@ -23,6 +23,30 @@ static bool outside_lua(int err)
 	return err == NUPP_ERR_NO_FRAME || err == NUPP_ERR_VM_CLOSED;
 }
 
+/* An allocation profile's first lines: its estimates, and how made. */
+static void alloc_counts(const struct profile *p, const struct render_opts *ro,
+			 const struct sampler_stats *st, double seconds, __u64 total, long stacks)
+{
+	const struct profile_row *r;
+	__u64 objects = 0, inuse = 0, inuse_objects = 0;
+
+	for (size_t i = 0; (r = profile__next_kept(p, ro, &i));) {
+		objects += r->alloc.objects;
+		inuse += r->alloc.inuse_bytes;
+		inuse_objects += r->alloc.inuse_objects;
+	}
+	fprintf(stderr, "nupp-bpf: %.1f s, %.1f MiB allocated in %llu blocks, %.1f MiB of them "
+		"in %llu blocks still in use, %ld stacks\n", seconds, total / 1048576.0,
+		(unsigned long long)objects, inuse / 1048576.0, (unsigned long long)inuse_objects,
+		stacks);
+	fprintf(stderr, "  estimates from one allocation sampled per %.0f KiB allocated on "
+		"average (%llu sampled blocks still in use)\n", p->period_ns / 1024.0,
+		(unsigned long long)st->alloc_live);
+	if (st->alloc_untracked)
+		fprintf(stderr, "  %llu sampled blocks could not be followed to their free: "
+			"counted as still in use\n", (unsigned long long)st->alloc_untracked);
+}
+
 static void sample_counts(const struct profile *p, const struct render_opts *ro,
 			  const struct sampler_stats *st, double seconds, unsigned depth, long stacks)
 {
@@ -30,8 +54,8 @@ static void sample_counts(const struct profile *p, const struct render_opts *ro,
 		"compiled", "interpreted", "C", "GC", "compiling",
 	};
 	__u64 state[NUPP_ST_MAX], total = 0, bad = 0, outside;
-	bool off_cpu = p->measure == PROFILE_OFF_CPU;
-	const char *unit = off_cpu ? "µs" : "samples";
+	bool off_cpu = p->measure == PROFILE_OFF_CPU, alloc = p->measure == PROFILE_ALLOC;
+	const char *unit = off_cpu ? "µs" : alloc ? "bytes" : "samples";
 	__u64 div = off_cpu ? 1000 : 1;
 
 	profile__totals(p, ro, state);
@@ -40,6 +64,8 @@ static void sample_counts(const struct profile *p, const struct render_opts *ro,
 	if (off_cpu)
 		fprintf(stderr, "nupp-bpf: %.1f s, %.3f s off the CPU in %llu waits, %ld stacks\n",
 			seconds, total / 1e6, (unsigned long long)st->waits, stacks);
+	else if (alloc)
+		alloc_counts(p, ro, st, seconds, total, stacks);
 	else
 		fprintf(stderr, "nupp-bpf: %.1f s, %llu samples, %ld stacks\n", seconds,
 			(unsigned long long)total, stacks);

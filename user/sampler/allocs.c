@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: MIT
+/*
+ * allocs.c - the sampler's allocation clock, its user side (bpf/alloc.h):
+ * the sampling tables, the uprobe session on each VM's allocator, and what
+ * the rows count besides bytes (objects, and what is still in use).
+ *
+ * A VM allocates through g->allocf: LuaJIT's own allocator (lj_alloc_f), or
+ * a host's (lua_newstate(f, ud), lua_setallocf). Its address is read from
+ * each global_State found and probed only where it is the entry of a
+ * function of a file the process maps, as its .eh_frame and a decode from
+ * there say (code_sites__verify): a breakpoint anywhere else could corrupt
+ * the process.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include "base/procmem.h"
+#include "base/say.h"
+#include "luajit/code_sites.h"
+#include "sampler_int.h"
+
+/* BPF_LINK_CREATE's attributes for a uprobe_multi link (Linux 6.6), as the
+ * kernel's union bpf_attr lays them out: the headers of this distribution
+ * predate them. */
+struct uprobe_multi_attr {
+	__u32 prog_fd;
+	__u32 target_fd;
+	__u32 attach_type;
+	__u32 flags;
+	__u64 path;
+	__u64 offsets;
+	__u64 ref_ctr_offsets;
+	__u64 cookies;
+	__u32 cnt;
+	__u32 multi_flags;
+	__u32 pid;
+};
+
+/* The value of BPF_TRACE_UPROBE_SESSION in the running kernel's enum
+ * bpf_attach_type (its BTF), or -1 when it has none (before Linux 6.13). */
+static int uprobe_session_type(void)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+	const struct btf_type *t;
+	const struct btf_enum *e;
+	int id, ret = -1;
+
+	if (!btf)
+		return -1;
+	id = btf__find_by_name_kind(btf, "bpf_attach_type", BTF_KIND_ENUM);
+	if (id > 0 && (t = btf__type_by_id(btf, id))) {
+		e = btf_enum(t);
+		for (int i = 0; i < btf_vlen(t); i++, e++)
+			if (!strcmp(btf__name_by_offset(btf, e->name_off), "BPF_TRACE_UPROBE_SESSION"))
+				ret = e->val;
+	}
+	btf__free(btf);
+	return ret;
+}
+
+int allocs__configure(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
+{
+	int type = uprobe_session_type();
+	const double n = NUPP_ALLOC_EXP;
+
+	if (type < 0) {
+		snprintf(err, errsz, "--alloc needs uprobe sessions (Linux 6.13 or later): this "
+			 "kernel has none");
+		return -1;
+	}
+	s->session_type = type;
+	bpf_program__set_expected_attach_type(s->skel->progs.on_alloc, type);
+	s->skel->rodata->alloc_mean = o->alloc_mean;
+	/* Cell i: the mean of -ln(u) over [a, b) = [i/n, (i+1)/n), so that the
+	 * draws' mean is exactly 1: (F(b) - F(a)) * n, F(u) = u - u ln u. */
+	for (int i = 0; i < NUPP_ALLOC_EXP; i++) {
+		double a = i / n, b = (i + 1) / n;
+		double fa = a > 0 ? a - a * log(a) : 0, fb = b - b * log(b);
+
+		s->skel->rodata->alloc_exp[i] = (__u32)lround((fb - fa) * n *
+							     (1 << NUPP_ALLOC_EXP_SHIFT));
+	}
+	for (int i = 0; i <= NUPP_ALLOC_SCALE; i++) {
+		double x = (double)i / NUPP_ALLOC_STEPS;
+
+		s->skel->rodata->alloc_scale[i] = (__u32)lround(65536.0 * (i ? x / -expm1(-x) : 1));
+	}
+	bpf_map__set_max_entries(s->skel->maps.alloc_objects, s->table_len);
+	return 0;
+}
+
+/* A uprobe session on tg's process at file offset off of path. */
+static int attach_session(struct sampler *s, struct target *tg, const char *path, __u64 off)
+{
+	struct uprobe_multi_attr a = {
+		.prog_fd = bpf_program__fd(s->skel->progs.on_alloc),
+		.attach_type = s->session_type,
+		.path = (__u64)(uintptr_t)path,
+		.offsets = (__u64)(uintptr_t)&off,
+		.cnt = 1,
+		.pid = tg->pid,
+	};
+
+	return syscall(__NR_bpf, 28 /* BPF_LINK_CREATE */, &a, sizeof(a));
+}
+
+/* Probe allocator at (a runtime address of tg's process) unless it is
+ * probed already; a note when it cannot be. */
+static void watch_allocator(struct sampler *s, struct target *tg, __u64 at)
+{
+	const struct lj_target *t = tg->t;
+	char why[256] = "";
+	__u64 vaddr = at - t->bias, off, site;
+	int fd;
+
+	for (int i = 0; i < tg->nallocs; i++)
+		if (tg->alloc_at[i] == at)
+			return;
+	if (tg->nallocs == TARGET_ALLOCATORS)
+		return;
+	tg->alloc_at[tg->nallocs] = at;
+	tg->alloc_fd[tg->nallocs++] = -1;
+	off = lj_target__file_offset(t, vaddr);
+	if (!off) {
+		say__note("note: PID %d: its VM allocates with a function at 0x%llx, outside %s: "
+			  "its allocations are not sampled", tg->pid, (unsigned long long)at,
+			  t->shown);
+		return;
+	}
+	if (code_sites__entry_probe(t->path, vaddr, &t->layout, &site, why, sizeof(why))) {
+		say__note("note: PID %d: its VM's allocator (0x%llx) did not verify as a "
+			  "function's entry (%s): its allocations are not sampled", tg->pid,
+			  (unsigned long long)at, why);
+		return;
+	}
+	fd = attach_session(s, tg, t->path, lj_target__file_offset(t, site));
+	if (fd < 0) {
+		say__note("note: PID %d: cannot probe its VM's allocator: %s", tg->pid,
+			  strerror(errno));
+		return;
+	}
+	tg->alloc_fd[tg->nallocs - 1] = fd;
+}
+
+/* g->gc.currentwhite follows gc.total and gc.threshold (two GCSize) in
+ * every revision's GCState; it holds LJ_GC_WHITE0 or LJ_GC_WHITE1 (1 or 2),
+ * with LJ_GC_FIXED (0x20) from lua_newstate on, until lua_close. Checked in the process's only VM before the kernel
+ * reads it (vm_closing() in bpf/alloc.h); not used with several VMs. */
+static void watch_vm_close(struct sampler *s, struct target *tg)
+{
+	__u32 at = tg->t->layout.g_gc_total + 2 * 8;
+	__u8 white = 0;
+
+	if (tg->t->ngs == 1 && !procmem__read(tg->pid, &white, 1, tg->t->gs[0] + at) &&
+	    ((white & ~0x20) == 1 || (white & ~0x20) == 2))
+		SET_LIVE(s, tg, g_currentwhite, at);
+	else
+		SET_LIVE(s, tg, g_currentwhite, 0);
+}
+
+/* Every VM of tg found so far: its allocator (g->allocf, the first field
+ * before g->gc: allocf and allocd precede GCState, whose first field is
+ * gc.total, in every layout) probed. */
+void allocs__watch(struct sampler *s, struct target *tg)
+{
+	const struct lj_target *t = tg->t;
+	__u64 at;
+
+	if (!t->layout.g_gc_total)
+		return;
+	for (int i = 0; i < t->ngs; i++)
+		if (!procmem__read(tg->pid, &at, 8, t->gs[i] + t->layout.g_gc_total - 16) && at)
+			watch_allocator(s, tg, at);
+	watch_vm_close(s, tg);
+}
+
+void allocs__unwatch(struct target *tg)
+{
+	for (int i = 0; i < tg->nallocs; i++)
+		if (tg->alloc_fd[i] >= 0)
+			close(tg->alloc_fd[i]);
+	tg->nallocs = 0;
+}
+
+/* The rows' objects and what is still in use, from the kernel's tables
+ * (bytes are in the slots' state[] and came with the rows). */
+int allocs__rows(struct sampler *s, struct sampler_stats *st)
+{
+	int fd = bpf_map__fd(s->skel->maps.alloc_live);
+	struct nupp_alloc_key key, next, *prev = NULL;
+	struct nupp_alloc_live live;
+	__u64 *objects;
+	size_t nrows = s->rows.nrows;
+
+	objects = calloc(nrows ? nrows : 1, sizeof(*objects) * 2);
+	if (!objects)
+		return -ENOMEM;
+	for (size_t k = 0; k < s->nknown; k++) {
+		long row = s->slot_row[s->known[k]] - SLOT_SEEN;
+
+		if (row >= 0)
+			objects[2 * row] += __atomic_load_n(&s->alloc_objects[s->known[k]],
+							    __ATOMIC_RELAXED);
+	}
+	for (size_t i = 0; i < nrows; i++)
+		s->rows.rows[i].alloc = (struct profile_alloc){ 0 };
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &live) || live.slot >= s->table_len)
+			continue;
+		long row = s->slot_row[live.slot] - SLOT_SEEN;
+
+		st->alloc_live++;
+		if (row < 0)
+			continue;
+		s->rows.rows[row].alloc.inuse_bytes += live.bytes;
+		objects[2 * row + 1] += live.objects;
+	}
+	for (size_t i = 0; i < nrows; i++) {
+		s->rows.rows[i].alloc.objects = (objects[2 * i] + NUPP_ALLOC_ONE / 2) / NUPP_ALLOC_ONE;
+		s->rows.rows[i].alloc.inuse_objects =
+			(objects[2 * i + 1] + NUPP_ALLOC_ONE / 2) / NUPP_ALLOC_ONE;
+	}
+	st->alloc_untracked = s->skel->bss->alloc_untracked;
+	free(objects);
+	return 0;
+}
