@@ -287,6 +287,92 @@ function M.sample(opts)
 end
 
 ----------------------------------------------------------------------------
+-- Allocations (the BPF backend alone: nupp-bpf record --alloc on this
+-- process). profile.alloc options: meanBytes (524288: bytes between two
+-- sampled allocations, on average), stackDepth (16), zone, root, lines, as
+-- profile.sample's. The report: bytes and objects allocated, inuseBytes and
+-- inuseObjects still in use at the stop, all estimates from the samples;
+-- stacks; text, the collapsed stacks by bytes allocated (what stop writes).
+
+local AllocSession = livefields(lifecycle({}))
+
+local AllocReport = { __tostring = function(r) return r.text end }
+
+local function allocreport(s)
+  local by, totals = {}, { bytes = 0, objects = 0, inuseBytes = 0, inuseObjects = 0 }
+  for zp, bystack in pairs(s.aggregate) do
+    if inzone(zp, s.zoneFilter) then
+      for stack, rec in pairs(bystack) do
+	local key = cut(stack, s.root)
+	by[key] = (by[key] or 0) + rec.bytes
+	for k in pairs(totals) do totals[k] = totals[k] + rec[k] end
+      end
+    end
+  end
+  local keys = {}
+  for k in pairs(by) do keys[#keys + 1] = k end
+  sort(keys, function(a, b)
+    if by[a] ~= by[b] then return by[a] > by[b] end
+    return a < b
+  end)
+  local lines = {}
+  for i, k in ipairs(keys) do lines[i] = k.." "..floor(by[k] + 0.5).."\n" end
+  local r = { meanBytes = s.meanBytes, stacks = #keys, text = concat(lines),
+	      backend = s.backend }
+  for k, v in pairs(totals) do r[k] = floor(v + 0.5) end
+  return setmetatable(r, AllocReport)
+end
+
+function AllocSession:stop(filename)
+  if self.stopped then raise("stop: the session has stopped") end
+  refresh(self, self.handle.stop)
+  self.stopped = true
+  running.alloc = nil
+  local report = allocreport(self)
+  writefile(filename, report.text)
+  return report
+end
+
+function M.alloc(opts)
+  opts = options(opts)
+  local s = {
+    meanBytes = check(opts, "meanBytes", "posint", 524288),
+    zoneFilter = check(opts, "zone", "string", nil),
+    root = check(opts, "root", "string", nil),
+    paused = false,
+    stopped = false,
+  }
+  local depth = check(opts, "stackDepth", "posint", 16)
+  local lines = check(opts, "lines", "boolean", false)
+  if s.meanBytes > 2^30 then raise("meanBytes must be at most 2^30", 2) end
+  if s.root then s.root = s.root:gsub(":$", "") end
+  if running.alloc then raise("an alloc session is already running") end
+  local b = backend("alloc")
+  if b.name ~= "bpf" then
+    raise("alloc sessions need the bpf backend (nupp.profile.bpf, as root)", 2)
+  end
+  s.backend = b.name
+  local agg = {}
+  s._live = { aggregate = agg, reset = function() wipe(agg) end }
+  local function add(zp, stack, state, bytes, objects, inuseBytes, inuseObjects)
+    local bystack = agg[zp]
+    if not bystack then bystack = {}; agg[zp] = bystack end
+    local rec = bystack[stack]
+    if not rec then
+      rec = { bytes = 0, objects = 0, inuseBytes = 0, inuseObjects = 0 }
+      bystack[stack] = rec
+    end
+    rec.bytes = rec.bytes + bytes
+    rec.objects = rec.objects + (objects or 0)
+    rec.inuseBytes = rec.inuseBytes + (inuseBytes or 0)
+    rec.inuseObjects = rec.inuseObjects + (inuseObjects or 0)
+  end
+  s.handle = b.alloc({ meanBytes = s.meanBytes, stackDepth = depth, lines = lines }, add)
+  running.alloc = s
+  return setmetatable(s, AllocSession)
+end
+
+----------------------------------------------------------------------------
 -- Trace aborts.
 
 local TraceSession = livefields(lifecycle({}))

@@ -27,6 +27,7 @@ A bound at 5.7 sd fails once in 10^8 runs. The truths are the VM's own
 count of its allocations (collectgarbage("count") with the collector
 stopped), which the allocator's sizes make up.
 """
+import os
 import re
 import subprocess
 
@@ -187,3 +188,54 @@ def test_usage_errors(args, says):
     lines = p.stderr.splitlines()
     assert p.returncode == 2 and len(lines) == 1, p.stderr
     assert lines[0].startswith("nupp-bpf: error: ") and says in lines[0], p.stderr
+
+
+LUA_API_SCRIPT = """
+local profile = require("nupp.profile")
+local pad = string.rep("z", 2000)
+kept = {}
+local function grow(n) for i = 1, n do kept[#kept + 1] = pad .. i end end
+local function churn(n) local s for i = 1, n do s = pad .. (i + 1e9) end return s end
+local function bytes_of(f, n)   -- the VM's count, the collector stopped
+  collectgarbage(); collectgarbage("stop")
+  local before = collectgarbage("count"); f(n)
+  local after = collectgarbage("count"); collectgarbage("restart")
+  return (after - before) * 1024
+end
+local per_string = bytes_of(churn, 100) / 100
+kept = {}
+collectgarbage()
+local s = profile.alloc({ meanBytes = 8192 })
+grow(5000) churn(15000)
+collectgarbage()
+local r = s:stop(arg[1])
+print(string.format("truth %.0f %.0f", 5000 * per_string, 15000 * per_string))
+print(string.format("report %s %d %d %d %d", r.backend, r.bytes, r.objects, r.inuseBytes, r.stacks))
+"""
+
+
+def test_lua_api_alloc_session(privileged, tmp_path):
+    """profile.alloc() in the script's own process: the bytes grow and churn
+    allocate, and what grow keeps in use at the stop. Model as above, R =
+    8 KiB: grow 10 MB (N ~ 1,240, sd 2.8 %; bound ±15 %, 5.3 sd), churn
+    30 MB (N ~ 3,700, sd 1.6 %; bound ±10 %, 6 sd)."""
+    script = tmp_path / "alloc_api.lua"
+    script.write_text(LUA_API_SCRIPT)
+    out = tmp_path / "api.collapsed"
+    lua = NUPP.parent / "lua"
+    env = {**os.environ, "LUA_PATH": f"{lua}/?.lua;;",
+           "LUA_CPATH": f"{lua}/?.so;;", "NUPP_BACKEND": "bpf"}
+    p = subprocess.run([*BUILDS["stock-luajit"].argv, str(script), str(out)], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    grow_truth, churn_truth = map(float, re.search(r"truth (\S+) (\S+)", p.stdout).groups())
+    backend, total, _, inuse, stacks = re.search(r"report (\S+) (\d+) (\d+) (\d+) (\d+)",
+                                                 p.stdout).groups()
+    assert backend == "bpf", p.stdout
+    rows = {line.rsplit(" ", 1)[0].split(";")[-1]: int(line.rsplit(" ", 1)[1])
+            for line in out.read_text().splitlines()}
+    report = f"{p.stdout}\n{rows}"
+    assert within(rows["alloc_api.lua:grow"], grow_truth, 0.15), report
+    assert within(rows["alloc_api.lua:churn"], churn_truth, 0.10), report
+    assert int(total) == sum(rows.values()) and int(stacks) == len(rows), report
+    assert within(int(inuse), grow_truth, 0.15), report

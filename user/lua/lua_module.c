@@ -133,7 +133,9 @@ static void session_close(struct lsession *s)
 	s->zones = NULL;
 }
 
-/* Call add(zone, stack, state, n) for everything sampled so far. */
+/* Call add(zone, stack, state, n) for everything sampled so far; an
+ * allocation session's n is bytes, and its add gets the row's blocks, bytes
+ * in use and blocks in use too, shared out by state as the bytes are. */
 static void sample_emit(lua_State *L, struct lsession *s)
 {
 	static const char states[NUPP_ST_MAX] = { 'N', 'I', 'C', 'G', 'J' };
@@ -153,7 +155,14 @@ static void sample_emit(lua_State *L, struct lsession *s)
 			lua_pushstring(L, p.rows[i].stack);
 			lua_pushlstring(L, &states[k], 1);
 			lua_pushnumber(L, (lua_Number)p.rows[i].state[k]);
-			if (lua_pcall(L, 4, 0, 0)) {
+			if (p.measure == PROFILE_ALLOC) {
+				double share = (double)p.rows[i].state[k] / profile_row__count(&p.rows[i]);
+
+				lua_pushnumber(L, (lua_Number)(p.rows[i].alloc.objects * share));
+				lua_pushnumber(L, (lua_Number)(p.rows[i].alloc.inuse_bytes * share));
+				lua_pushnumber(L, (lua_Number)(p.rows[i].alloc.inuse_objects * share));
+			}
+			if (lua_pcall(L, p.measure == PROFILE_ALLOC ? 7 : 4, 0, 0)) {
 				profile__free(&p);
 				lua_error(L);
 			}
@@ -334,23 +343,17 @@ static bool opt_bool(lua_State *L, int idx, const char *name)
 	return v;
 }
 
-static int l_sample(lua_State *L)
+/* A sampling session of this process on the sampler opened with o (its
+ * depth checked here). */
+static int sampler_session(lua_State *L, struct sampler_opts *o)
 {
-	struct sampler_opts o = SAMPLER_OPTS_DEFAULT;
 	struct lsession *s;
 	char err[512];
 
-	luaL_checktype(L, 1, LUA_TTABLE);
-	/* The API's stacks are as dumpstack renders them, C functions by address. */
-	o.dumpstack_names = true;
-	o.freq_hz = 0;		/* the script's interval instead */
-	o.period_us = opt_int(L, 1, "intervalMs", 10) * 1000;
-	o.depth = opt_int(L, 1, "stackDepth", 16);
-	o.lines = opt_bool(L, 1, "lines");
-	if (o.depth < 1 || o.depth > NUPP_MAX_SHOWN)
+	if (o->depth < 1 || o->depth > NUPP_MAX_SHOWN)
 		return luaL_error(L, "nupp.profile: stackDepth must be 1..%d", NUPP_MAX_SHOWN);
 	s = session_new(L);
-	s->sampler = sampler__open(&o, err, sizeof(err));
+	s->sampler = sampler__open(o, err, sizeof(err));
 	channels__add(&s->channels, sampler__channel(s->sampler));
 	pause_session(s, true);		/* until session_start returns */
 	if (s->zones)		/* a zone module loaded already: zones from the first sample */
@@ -360,6 +363,35 @@ static int l_sample(lua_State *L)
 		return luaL_error(L, "nupp.profile: %s", err);
 	}
 	return session_start(L, s);
+}
+
+static int l_sample(lua_State *L)
+{
+	struct sampler_opts o = SAMPLER_OPTS_DEFAULT;
+
+	luaL_checktype(L, 1, LUA_TTABLE);
+	/* The API's stacks are as dumpstack renders them, C functions by address. */
+	o.dumpstack_names = true;
+	o.freq_hz = 0;		/* the script's interval instead */
+	o.period_us = opt_int(L, 1, "intervalMs", 10) * 1000;
+	o.depth = opt_int(L, 1, "stackDepth", 16);
+	o.lines = opt_bool(L, 1, "lines");
+	return sampler_session(L, &o);
+}
+
+/* Allocations of this process's VMs (record --alloc): opts {meanBytes,
+ * stackDepth, lines}, validated by nupp.profile. */
+static int l_alloc(lua_State *L)
+{
+	struct sampler_opts o = SAMPLER_OPTS_DEFAULT;
+
+	luaL_checktype(L, 1, LUA_TTABLE);
+	o.clock = SAMPLER_CLOCK_ALLOC;
+	o.dumpstack_names = true;
+	o.alloc_mean = opt_int(L, 1, "meanBytes", 512 * 1024);
+	o.depth = opt_int(L, 1, "stackDepth", 16);
+	o.lines = opt_bool(L, 1, "lines");
+	return sampler_session(L, &o);
 }
 
 /* {luajitRevision, luajitVersion} of t, as the registry knows it. */
@@ -604,7 +636,8 @@ static int l_heap(lua_State *L)
 int luaopen_nupp_profile_bpf(lua_State *L)
 {
 	static const luaL_Reg funcs[] = {
-		{ "available", l_available }, { "sample", l_sample }, { "trace", l_trace },
+		{ "available", l_available }, { "sample", l_sample }, { "alloc", l_alloc },
+		{ "trace", l_trace },
 		{ "recorder", l_recorder }, { "writefile", l_writefile }, { "check", l_check },
 		{ "heap", l_heap }, { NULL, NULL },
 	};
