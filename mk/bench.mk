@@ -43,6 +43,10 @@ bench: $(B)/nupp-bpf lua $(BENCH_UNSEEN) $(B)/tests/luahost
 	$(Q)$(PYTHON) scripts/doc-section.py --markdown bench-heap \
 		"\`nupp-bpf heap\`: a census's time per GB of heap (\`scripts/bench-heap.py\`)" \
 		$(PYTHON) scripts/bench-heap.py --luajit $(LUAJIT)
+	$(call msg,BENCH,scripts/bench-alloc.py)
+	$(Q)$(PYTHON) scripts/doc-section.py --markdown bench-alloc \
+		"\`record --alloc\`: allocation-heavy programs' CPU time (\`scripts/bench-alloc.py\`)" \
+		$(PYTHON) scripts/bench-alloc.py --luajit $(LUAJIT)
 	$(Q)$(MAKE) --no-print-directory bench-dump bench-nginx
 
 bench-dump: $(B)/nupp-bpf $(B)/tests/luahost

@@ -49,6 +49,7 @@ MODES = {
     "-F 997": (["record", "-F", "997", "-o", "{out}.collapsed"], 1),
     "default job -F 997": (["-F", "997", "-o", "{out}"], 1),
     "record --rotate 60": (["record", "--rotate", "60", "-o", "{out}.d"], 1),
+    "record --alloc": (["record", "--alloc", "-d", "3600", "-o", "{out}.pb.gz"], 1),
     "none (4 workers)": (None, 4),
     "record --rotate 60 (4 workers)": (["record", "--rotate", "60", "-o", "{out}.d"], 4),
 }

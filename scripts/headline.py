@@ -85,7 +85,8 @@ def nginx_rows(s):
     out = []
     for mode, what in (("--clock tick", "`record --clock tick`"), ("-F 99", "`record -F 99`"),
                        ("default job -F 997", "the default job, `-F 997`"),
-                       ("record --rotate 60 (4 workers)", "`record --rotate 60`, 4 workers")):
+                       ("record --rotate 60 (4 workers)", "`record --rotate 60`, 4 workers"),
+                       ("record --alloc", "`record --alloc` (mean 512 KiB)")):
         r = row(s, "`/cpu`", mode)
         out.append(("nginx requests/s, CPU-bound Lua handler: %s" % what,
                     "%s, rounds %s; nupp-bpf %s of a core" % (r[3].split()[0], r[3].split()[1].strip("()"), r[4])))
@@ -106,6 +107,14 @@ def offcpu_rows(s):
              "the switch program's time" % rate, "%s; %s ns a switch, %s of their CPU" % (lower, ns, share))]
 
 
+def alloc_rows(s):
+    out = []
+    for r in rows(s)[2:]:
+        out.append(("`record --alloc` (mean 512 KiB): an allocation-bound %s's CPU time"
+                    % r[0].strip("`").split(".")[0], "%s alone, %s profiled: %s" % (r[1], r[2], r[3])))
+    return out
+
+
 def check_rows(s):
     r = row(s, "the repository's Lua")
     return [("`nupp-bpf check`, lines of Lua per second on one core", "{:,}".format(int(r[5])))]
@@ -113,7 +122,7 @@ def check_rows(s):
 
 TABLE = (("bench-sampler", sampler_rows), ("bench-trace", trace_rows), ("bench-zone", zone_rows),
          ("bench-nginx", nginx_rows), ("bench-check", check_rows), ("bench-heap", heap_rows),
-         ("bench-offcpu", offcpu_rows))
+         ("bench-offcpu", offcpu_rows), ("bench-alloc", alloc_rows))
 
 
 def table(bench_text):

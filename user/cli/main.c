@@ -244,10 +244,10 @@ static void check_live(const struct session_opts *o)
 		usage_error("--alloc-mean goes with --alloc");
 	if (o->alloc && !(o->channels & SESSION_SAMPLE))
 		usage_error("--alloc is for record and the default job");
-	if (o->alloc && (o->off_cpu || o->wall || o->top || o->rotate || o->max_cpu ||
-			 o->clock_given || o->rate_given))
+	if (o->alloc && (o->off_cpu || o->wall || o->top || o->max_cpu || o->clock_given ||
+			 o->rate_given))
 		usage_error("--alloc samples by bytes allocated: no --off-cpu, --wall, top, "
-			    "--rotate, --max-cpu, -F, -i or --clock with it");
+			    "--max-cpu, -F, -i or --clock with it");
 	if (o->alloc && !o->duration)
 		usage_error("--alloc traps every allocation of the target (a few µs each): give "
 			    "it a duration, -d SECONDS");

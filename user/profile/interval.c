@@ -16,7 +16,7 @@ int interval__take(struct interval *iv, struct profile *p)
 		iv->cap = cap;
 	}
 	for (size_t i = 0; i < p->nrows; i++) {
-		__u64 *state = p->rows[i].state;
+		__u64 *state = p->rows[i].state, objects = p->rows[i].alloc.objects;
 
 		if (i >= iv->nseen)
 			memset(iv->seen[i], 0, sizeof(iv->seen[i]));
@@ -26,6 +26,9 @@ int interval__take(struct interval *iv, struct profile *p)
 			state[s] = now - iv->seen[i][s];	/* a row's counts only grow */
 			iv->seen[i][s] = now;
 		}
+		/* Blocks are rounded from a fixed-point sum: they only grow too. */
+		p->rows[i].alloc.objects = objects - iv->seen[i][NUPP_ST_MAX];
+		iv->seen[i][NUPP_ST_MAX] = objects;
 	}
 	if (p->nrows > iv->nseen)
 		iv->nseen = p->nrows;

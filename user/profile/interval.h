@@ -17,8 +17,13 @@
 #include <stddef.h>
 #include "profile.h"
 
+/* What an interval remembers of a row: its counts by state, and an
+ * allocation profile's blocks (what is in use is not a count: each interval
+ * says it as it is at its end). */
+#define INTERVAL_COUNTS	(NUPP_ST_MAX + 1)
+
 struct interval {
-	__u64 (*seen)[NUPP_ST_MAX];	/* each row's counts at the last look */
+	__u64 (*seen)[INTERVAL_COUNTS];	/* each row's counts at the last look */
 	size_t nseen, cap;
 };
 
