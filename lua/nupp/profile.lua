@@ -217,14 +217,16 @@ local function cut(stack, root)
   return at and sub(stack, at + 1) or stack
 end
 
-local function samplereport(s)
-  local counts, samples = {}, 0
+-- The session's stacks in its zone, cut at its root and merged: their
+-- collapsed text, heaviest first (then by stack), and how many. weigh(rec)
+-- is what one of its records counts for.
+local function collapsed(s, weigh)
+  local counts = {}
   for zp, bystack in pairs(s.aggregate) do
     if inzone(zp, s.zoneFilter) then
       for stack, rec in pairs(bystack) do
 	local key = cut(stack, s.root)
-	counts[key] = (counts[key] or 0) + rec.count
-	samples = samples + rec.count
+	counts[key] = (counts[key] or 0) + weigh(rec)
       end
     end
   end
@@ -236,20 +238,35 @@ local function samplereport(s)
     return a < b
   end)
   local lines = {}
-  for i, k in ipairs(keys) do lines[i] = k.." "..counts[k].."\n" end
-  return setmetatable({ intervalMs = s.intervalMs, samples = samples,
-    stacks = #keys, text = concat(lines), backend = s.backend }, SampleReport)
+  for i, k in ipairs(keys) do lines[i] = k.." "..floor(counts[k] + 0.5).."\n" end
+  return concat(lines), #keys
 end
 
-function SampleSession:stop(filename)
-  if self.stopped then raise("stop: the session has stopped") end
-  refresh(self, self.handle.stop)
-  self.stopped = true
-  running.sample = nil
-  local report = samplereport(self)
-  writefile(filename, report.text)
-  return report
+local function samplereport(s)
+  local samples = 0
+  local text, stacks = collapsed(s, function(rec)
+    samples = samples + rec.count
+    return rec.count
+  end)
+  return setmetatable({ intervalMs = s.intervalMs, samples = samples,
+    stacks = stacks, text = text, backend = s.backend }, SampleReport)
 end
+
+-- The stop method of a session of kind ("sample", "alloc"): its last
+-- counts taken in, its report made and written.
+local function stopper(kind, makereport)
+  return function(self, filename)
+    if self.stopped then raise("stop: the session has stopped") end
+    refresh(self, self.handle.stop)
+    self.stopped = true
+    running[kind] = nil
+    local report = makereport(self)
+    writefile(filename, report.text)
+    return report
+  end
+end
+
+SampleSession.stop = stopper("sample", samplereport)
 
 function M.sample(opts)
   opts = options(opts)
@@ -299,39 +316,17 @@ local AllocSession = livefields(lifecycle({}))
 local AllocReport = { __tostring = function(r) return r.text end }
 
 local function allocreport(s)
-  local by, totals = {}, { bytes = 0, objects = 0, inuseBytes = 0, inuseObjects = 0 }
-  for zp, bystack in pairs(s.aggregate) do
-    if inzone(zp, s.zoneFilter) then
-      for stack, rec in pairs(bystack) do
-	local key = cut(stack, s.root)
-	by[key] = (by[key] or 0) + rec.bytes
-	for k in pairs(totals) do totals[k] = totals[k] + rec[k] end
-      end
-    end
-  end
-  local keys = {}
-  for k in pairs(by) do keys[#keys + 1] = k end
-  sort(keys, function(a, b)
-    if by[a] ~= by[b] then return by[a] > by[b] end
-    return a < b
+  local totals = { bytes = 0, objects = 0, inuseBytes = 0, inuseObjects = 0 }
+  local text, stacks = collapsed(s, function(rec)
+    for k in pairs(totals) do totals[k] = totals[k] + rec[k] end
+    return rec.bytes
   end)
-  local lines = {}
-  for i, k in ipairs(keys) do lines[i] = k.." "..floor(by[k] + 0.5).."\n" end
-  local r = { meanBytes = s.meanBytes, stacks = #keys, text = concat(lines),
-	      backend = s.backend }
+  local r = { meanBytes = s.meanBytes, stacks = stacks, text = text, backend = s.backend }
   for k, v in pairs(totals) do r[k] = floor(v + 0.5) end
   return setmetatable(r, AllocReport)
 end
 
-function AllocSession:stop(filename)
-  if self.stopped then raise("stop: the session has stopped") end
-  refresh(self, self.handle.stop)
-  self.stopped = true
-  running.alloc = nil
-  local report = allocreport(self)
-  writefile(filename, report.text)
-  return report
-end
+AllocSession.stop = stopper("alloc", allocreport)
 
 function M.alloc(opts)
   opts = options(opts)
