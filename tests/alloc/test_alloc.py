@@ -270,3 +270,14 @@ def test_rotated_allocation_profiles_add_up(privileged, tmp_path):
     # arrays and the string table).
     last = sum(r[3] for r in pprof_rows(files[-1]).values())
     assert 0.75 * 6.2e6 <= last <= 1.25 * 6.2e6 + 1e6, (last, p.stderr)
+
+
+def test_a_program_that_allocates_little_has_an_empty_profile(privileged, tmp_path):
+    """No sampled allocation is no error: the program's output and exit
+    pass through, the profile is written, empty, and the summary says 0."""
+    out = tmp_path / "none.collapsed"
+    p = subprocess.run([str(NUPP), "record", "--alloc", "--alloc-mean", "1G", "-d", "30", "-o",
+                        str(out), "--", *BUILDS["stock-luajit"].argv, "-e",
+                        "io.write('hi') os.exit(3)"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3 and p.stdout == "hi", p.stderr
+    assert out.read_text() == "" and "0.0 MiB allocated in 0 blocks" in p.stderr, p.stderr

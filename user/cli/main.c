@@ -324,10 +324,13 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 
 		errno = 0;
 		v = strtoull(arg, &end, 10);
-		if (*end && !end[1] && strchr("kKmMgG", *end))
-			v <<= *end == 'k' || *end == 'K' ? 10 : *end == 'm' || *end == 'M' ? 20 : 30;
-		else if (*end)
+		if (*end && !end[1] && strchr("kKmMgG", *end)) {
+			int shift = *end == 'k' || *end == 'K' ? 10 : *end == 'm' || *end == 'M' ? 20 : 30;
+
+			v = v > (1ULL << 30) >> shift ? 0 : v << shift;
+		} else if (*end) {
 			v = 0;
+		}
 		if (errno || end == arg || *arg == '-' || v < 1 || v > (1ULL << 30))
 			usage_error("--alloc-mean wants a size from 1 to 1G (bytes; K, M or G), "
 				    "not '%s'", arg);

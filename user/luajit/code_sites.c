@@ -735,6 +735,7 @@ int code_sites__entry_probe(const char *path, __u64 vaddr, const struct lj_layou
 	if (kept.fn_lo != vaddr || !kept.fn_hi) {
 		__u64 hi;
 
+		kept.fn_hi = 0;
 		if (cfile__decode_fde(f, vaddr, &hi)) {
 			snprintf(err, errsz, "the function at 0x%llx does not decode",
 				 (unsigned long long)vaddr);

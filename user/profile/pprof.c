@@ -244,6 +244,25 @@ static int add_locations(struct builder *b, const struct profile *p)
 	return 0;
 }
 
+/* The next row of p that o keeps (profile__next_kept), or, in an
+ * allocation profile, that holds blocks in use though it allocated nothing
+ * (in this interval of --rotate): pprof says what is in use, the other
+ * formats only what was allocated. */
+static const struct profile_row *next_row(const struct profile *p, const struct render_opts *o,
+					  size_t *i)
+{
+	for (; p->measure == PROFILE_ALLOC && *i < p->nrows; ++*i) {
+		const struct profile_row *r = &p->rows[*i];
+
+		if ((!o->zone || zone__under(r->zone, o->zone)) &&
+		    (profile_row__count(r) || r->alloc.inuse_bytes)) {
+			++*i;
+			return r;
+		}
+	}
+	return p->measure == PROFILE_ALLOC ? NULL : profile__next_kept(p, o, i);
+}
+
 /* Room for every sample: one per row and VM state with samples. */
 static int reserve_samples(struct builder *b, const struct profile *p,
 			   const struct render_opts *o)
@@ -251,9 +270,9 @@ static int reserve_samples(struct builder *b, const struct profile *p,
 	const struct profile_row *r;
 	size_t n = 0, ids = 0;
 
-	for (size_t i = 0; (r = profile__next_kept(p, o, &i));) {
+	for (size_t i = 0; (r = next_row(p, o, &i));) {
 		for (int s = 0; s < NUPP_ST_MAX; s++)
-			if (r->state[s]) {
+			if (r->state[s] || (!s && !profile_row__count(r))) {
 				n++;
 				ids += r->nframes;
 			}
@@ -291,7 +310,7 @@ static int add_labels(struct builder *b, pb_sample *sm, const struct profile *p,
 	int err = 0;
 
 	sm->label = &b->label_ptrs[b->msg.n_sample * MAX_LABELS];
-	if (p->measure != PROFILE_HEAP)	/* what a heap holds has no VM state */
+	if (p->measure != PROFILE_HEAP && state >= 0)	/* what a heap holds has no VM state */
 		err |= label(b, sm, "vmstate", profile_state_names[state], 0);
 	if (p->measure == PROFILE_WALL)	/* which half of the wall-clock time */
 		err |= label(b, sm, "cpu", r->off_cpu ? "off" : "on", 0);
@@ -311,8 +330,8 @@ static int add_labels(struct builder *b, pb_sample *sm, const struct profile *p,
  * those bytes. */
 static void alloc_values(const struct profile_row *r, int state, int64_t v[VALUES])
 {
-	__u64 all = profile_row__count(r), part = r->state[state];
-	double share = all ? (double)part / all : 0;
+	__u64 all = profile_row__count(r), part = state >= 0 ? r->state[state] : 0;
+	double share = all ? (double)part / all : 1;	/* nothing allocated: all in use */
 
 	v[0] = llround(r->alloc.objects * share);
 	v[1] = part;
@@ -320,7 +339,8 @@ static void alloc_values(const struct profile_row *r, int state, int64_t v[VALUE
 	v[3] = llround(r->alloc.inuse_bytes * share);
 }
 
-/* A sample of row r's samples in one VM state: its locations leaf first. */
+/* A sample of row r's samples in one VM state (-1: a row with nothing
+ * counted, kept for what it holds): its locations leaf first. */
 static int add_sample(struct builder *b, const struct profile *p, const struct profile_row *r,
 		      const struct render_opts *o, int state, size_t *ids)
 {
@@ -333,8 +353,8 @@ static int add_sample(struct builder *b, const struct profile *p, const struct p
 	for (__u32 k = r->nframes; k-- > first;)
 		sm->location_id[sm->n_location_id++] = r->frames[k] + 1;
 	*ids += sm->n_location_id;
-	v[0] = r->state[state];
-	v[1] = r->state[state] * p->period_ns;
+	v[0] = state >= 0 ? r->state[state] : 0;
+	v[1] = v[0] * p->period_ns;
 	if (p->measure == PROFILE_OFF_CPU || p->measure == PROFILE_WALL)
 		v[0] = v[1];
 	if (p->measure == PROFILE_ALLOC)
@@ -354,7 +374,14 @@ static int add_samples(struct builder *b, const struct profile *p, const struct 
 
 	if (reserve_samples(b, p, o))
 		return -1;
-	for (size_t i = 0; (r = profile__next_kept(p, o, &i));) {
+	for (size_t i = 0; (r = next_row(p, o, &i));) {
+		/* A row with nothing counted is kept for its blocks in use
+		 * (an allocation profile's): one sample, with no VM state. */
+		if (!profile_row__count(r)) {
+			if (add_sample(b, p, r, o, -1, &ids))
+				return -1;
+			continue;
+		}
 		for (int s = 0; s < NUPP_ST_MAX; s++)
 			if (r->state[s] && add_sample(b, p, r, o, s, &ids))
 				return -1;

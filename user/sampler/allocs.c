@@ -100,15 +100,15 @@ int allocs__configure(struct sampler *s, const struct sampler_opts *o, char *err
 /* A uprobe session on tg's process at file offset off of path. */
 static int attach_session(struct sampler *s, struct target *tg, const char *path, __u64 off)
 {
-	struct uprobe_multi_attr a = {
-		.prog_fd = bpf_program__fd(s->skel->progs.on_alloc),
-		.attach_type = s->session_type,
-		.path = (__u64)(uintptr_t)path,
-		.offsets = (__u64)(uintptr_t)&off,
-		.cnt = 1,
-		.pid = tg->pid,
-	};
+	struct uprobe_multi_attr a;
 
+	memset(&a, 0, sizeof(a));	/* its padding too: the kernel checks it is 0 */
+	a.prog_fd = bpf_program__fd(s->skel->progs.on_alloc);
+	a.attach_type = s->session_type;
+	a.path = (__u64)(uintptr_t)path;
+	a.offsets = (__u64)(uintptr_t)&off;
+	a.cnt = 1;
+	a.pid = tg->pid;
 	return syscall(__NR_bpf, 28 /* BPF_LINK_CREATE */, &a, sizeof(a));
 }
 
@@ -152,7 +152,8 @@ static void watch_allocator(struct sampler *s, struct target *tg, __u64 at)
 
 /* g->gc.currentwhite follows gc.total and gc.threshold (two GCSize) in
  * every revision's GCState; it holds LJ_GC_WHITE0 or LJ_GC_WHITE1 (1 or 2),
- * with LJ_GC_FIXED (0x20) from lua_newstate on, until lua_close. Checked in the process's only VM before the kernel
+ * with LJ_GC_FIXED (0x20) from lua_newstate on, until lua_close sets 0x43
+ * (a scan may find it closing). Checked in the process's only VM before the kernel
  * reads it (vm_closing() in bpf/alloc.h); not used with several VMs. */
 static void watch_vm_close(struct sampler *s, struct target *tg)
 {
@@ -160,7 +161,7 @@ static void watch_vm_close(struct sampler *s, struct target *tg)
 	__u8 white = 0;
 
 	if (tg->t->ngs == 1 && !procmem__read(tg->pid, &white, 1, tg->t->gs[0] + at) &&
-	    ((white & ~0x20) == 1 || (white & ~0x20) == 2))
+	    (white == 0x21 || white == 0x22 || white == 0x43))
 		SET_LIVE(s, tg, g_currentwhite, at);
 	else
 		SET_LIVE(s, tg, g_currentwhite, 0);
@@ -192,17 +193,40 @@ void allocs__unwatch(struct target *tg)
 
 /* The rows' objects and what is still in use, from the kernel's tables
  * (bytes are in the slots' state[] and came with the rows). */
+/* Blocks in use read at once: a batch of the kernel's table, bucket by
+ * bucket, so that a block freed meanwhile neither restarts the walk nor
+ * counts twice (as bpf_map_get_next_key from a deleted key would). */
+#define LIVE_BATCH	4096
+
+/* Add the blocks in use of a batch to the rows (objects[2 * row + 1]: blocks
+ * in fixed point); how many were in use. */
+static __u64 take_live(struct sampler *s, const struct nupp_alloc_live *live, __u32 n,
+		       __u64 *objects)
+{
+	for (__u32 i = 0; i < n; i++) {
+		long row = live[i].slot < s->table_len ? s->slot_row[live[i].slot] - SLOT_SEEN : -1;
+
+		if (row < 0)
+			continue;
+		s->rows.rows[row].alloc.inuse_bytes += live[i].bytes;
+		objects[2 * row + 1] += live[i].objects;
+	}
+	return n;
+}
+
 int allocs__rows(struct sampler *s, struct sampler_stats *st)
 {
-	int fd = bpf_map__fd(s->skel->maps.alloc_live);
-	struct nupp_alloc_key key, next, *prev = NULL;
-	struct nupp_alloc_live live;
-	__u64 *objects;
+	int fd = bpf_map__fd(s->skel->maps.alloc_live), err = 0;
 	size_t nrows = s->rows.nrows;
+	struct nupp_alloc_key *keys = calloc(LIVE_BATCH, sizeof(*keys));
+	struct nupp_alloc_live *live = calloc(LIVE_BATCH, sizeof(*live));
+	__u64 *objects = calloc(nrows ? nrows : 1, sizeof(*objects) * 2), token = 0;
+	bool first = true;
 
-	objects = calloc(nrows ? nrows : 1, sizeof(*objects) * 2);
-	if (!objects)
-		return -ENOMEM;
+	if (!keys || !live || !objects) {
+		err = -ENOMEM;
+		goto out;
+	}
 	for (size_t k = 0; k < s->nknown; k++) {
 		long row = s->slot_row[s->known[k]] - SLOT_SEEN;
 
@@ -212,18 +236,16 @@ int allocs__rows(struct sampler *s, struct sampler_stats *st)
 	}
 	for (size_t i = 0; i < nrows; i++)
 		s->rows.rows[i].alloc = (struct profile_alloc){ 0 };
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		key = next;
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &live) || live.slot >= s->table_len)
-			continue;
-		long row = s->slot_row[live.slot] - SLOT_SEEN;
+	for (;;) {
+		__u32 n = LIVE_BATCH;
+		int ret = bpf_map_lookup_batch(fd, first ? NULL : &token, &token, keys, live, &n, NULL);
 
-		st->alloc_live++;
-		if (row < 0)
-			continue;
-		s->rows.rows[row].alloc.inuse_bytes += live.bytes;
-		objects[2 * row + 1] += live.objects;
+		first = false;
+		if (ret && errno != ENOENT)
+			break;		/* what was read stands: a partial count */
+		st->alloc_live += take_live(s, live, n, objects);
+		if (ret)
+			break;		/* ENOENT: the last batch */
 	}
 	for (size_t i = 0; i < nrows; i++) {
 		s->rows.rows[i].alloc.objects = (objects[2 * i] + NUPP_ALLOC_ONE / 2) / NUPP_ALLOC_ONE;
@@ -231,6 +253,9 @@ int allocs__rows(struct sampler *s, struct sampler_stats *st)
 			(objects[2 * i + 1] + NUPP_ALLOC_ONE / 2) / NUPP_ALLOC_ONE;
 	}
 	st->alloc_untracked = s->skel->bss->alloc_untracked;
+out:
+	free(keys);
+	free(live);
 	free(objects);
-	return 0;
+	return err;
 }

@@ -248,6 +248,10 @@ static int configure_object(struct sampler *s, const struct sampler_opts *o, cha
 	bpf_program__set_autoload(s->skel->progs.on_yield, s->coroutine_waits);
 	bpf_program__set_autoload(s->skel->progs.on_resume, s->coroutine_waits);
 	bpf_program__set_autoload(s->skel->progs.on_alloc, s->alloc);
+	if (!s->alloc) {	/* preallocated: ~11 MB of kernel memory */
+		bpf_map__set_max_entries(s->skel->maps.alloc_live, 1);
+		bpf_map__set_max_entries(s->skel->maps.alloc_objects, 1);
+	}
 	if (s->alloc)
 		return allocs__configure(s, o, err, errsz);
 	return o->clock == SAMPLER_CLOCK_OFF_CPU ? waits__configure(s, o, err, errsz) : 0;

@@ -33,8 +33,10 @@ static bool blind(const struct run *r, const struct sampler_stats *st)
 	double cpu_s = 0, period_s = sampler__period_ns(r->sampler) * 1e-9;
 	long hz = sysconf(_SC_CLK_TCK);
 
-	/* Off the CPU, a program that ran without waiting waited for nothing. */
-	if (st->samples || period_s <= 0 || hz <= 0 || sampler__off_cpu(r->sampler))
+	/* Off the CPU, a program that ran without waiting waited for nothing;
+	 * one that allocated less than the mean may well have no sample. */
+	if (st->samples || period_s <= 0 || hz <= 0 || sampler__off_cpu(r->sampler) ||
+	    sampler__alloc(r->sampler))
 		return false;
 	for (int i = 0; i < r->targets.n; i++) {
 		const struct place *pl = r->targets.places[i];

@@ -43,8 +43,9 @@ static void alloc_counts(const struct profile *p, const struct render_opts *ro,
 		"average (%llu sampled blocks still in use)\n", p->period_ns / 1024.0,
 		(unsigned long long)st->alloc_live);
 	if (st->alloc_untracked)
-		fprintf(stderr, "  %llu sampled blocks could not be followed to their free: "
-			"counted as still in use\n", (unsigned long long)st->alloc_untracked);
+		fprintf(stderr, "  %llu sampled blocks could not be followed to their free (the "
+			"table was full): left out of what is in use\n",
+			(unsigned long long)st->alloc_untracked);
 }
 
 static void sample_counts(const struct profile *p, const struct render_opts *ro,
