@@ -28,12 +28,16 @@ BUILDS = ["stock-luajit", "stock-luajit2"]
 # Shapes whose error is larger, each for a measured reason (docs/testing.md),
 # bounded where it stands so that a regression still fails:
 # - stitch, compiled: the stitched builtin runs through the interpreter and C
-#   (samples of loop() itself), and b's share falls 6-8 points below its
-#   truth; LuaJIT's own profiler gives the same split;
+#   (samples of loop() itself), and b's share falls below its truth, loop()'s
+#   own rises above it; LuaJIT's own profiler gives the same split. The
+#   stitched trace's first span (from its start in loop() to b4's guard) is
+#   shared out by bytecodes, loop()'s among them. Measured 2026-12-06: b4
+#   -9 to -11, self +9 to +11.6 points over 9 runs (a fresh-clone CI failed
+#   at +11.6 against a bound of 10 + 4.5 sd = 11.4), so 14;
 # - intfloat, compiled: a's bit operations compile to more machine code per
 #   bytecode (number-integer conversions) than b's float arithmetic, and the
 #   path's weights count bytecodes: 7 points.
-ALLOWED = {("stitch", "jit"): 10.0, ("intfloat", "jit"): 10.0}
+ALLOWED = {("stitch", "jit"): 14.0, ("intfloat", "jit"): 10.0}
 # Where nupp-bpf, its earlier mapping and LuaJIT's own profiler agree with
 # one another and not with the parts' isolated timing, the truth is what
 # fails: a's table stores overlap b's arithmetic (tables, compiled: every
