@@ -23,7 +23,11 @@ deviation of 1/sqrt(T/R). Here R = 8 KiB and blocks are ~1 KiB or ~4 KiB:
 - held's bytes still in use: T = 40.7 MB, N ~ 5,000, sd 1.4 %; bound
   ±10 % (7 sd). Its array's slots (80 KB) are in its row too, 0.2 %.
 
-A bound at 5.7 sd fails once in 10^8 runs. The truths are the VM's own
+A bound at 5.7 sd fails once in 10^8 runs. Compiled, the traces the JIT
+records while a function runs are that function's allocations too (a
+GCtrace, its IR and snapshots), and they stay in use: a census beside a
+busy loop per CPU found one sampled in 10 of 30 runs, which an exact bound
+on three's blocks in use (1, the string table's array) took for a leak. The truths are the VM's own
 count of its allocations (collectgarbage("count") with the collector
 stopped), which the allocator's sizes make up.
 """
@@ -142,11 +146,12 @@ def test_allocation_shares_and_bytes(privileged, attached, build_name, jit):
     assert within(three[0], t["calls three"], 0.08), report
     assert abs(three[1] / (three[1] + one[1]) - 0.75) <= 0.05, report
     assert within(held[3], t["held.inuse"], 0.10), report
-    # What three and one allocated was collected before the end: none of
-    # their strings (a sampled string counts for ~8 blocks) is in use. What
-    # they still hold is the string table's array, grown while they ran: a
-    # block or two, each counting for about one.
-    assert three[2] + one[2] <= 4, report
+    # What three and one allocated was collected before the end: had frees
+    # not been matched, 160 MB of their strings would be in use. What they
+    # hold is the string table's array, grown while they ran (256 KB), and,
+    # compiled, the traces the JIT recorded in them (a sampled one of
+    # ~600 bytes counts for 8 KiB): 2 % of their bytes is 2.5 MB.
+    assert three[3] + one[3] <= 0.02 * (t["three"] + t["one"]), report
     # The collapsed stacks count the same bytes allocated.
     collapsed = {line.rsplit(" ", 1)[0].split(";")[-1]: int(line.rsplit(" ", 1)[1])
                  for line in a.collapsed.read_text().splitlines()}
@@ -156,13 +161,13 @@ def test_allocation_shares_and_bytes(privileged, attached, build_name, jit):
 def test_launched_program_keeps_what_its_vm_held_at_close(privileged, tmp_path):
     """Launch mode: the program's output and exit are its own, and the
     bytes still in use are those it held when lua_close began freeing
-    everything (the model above: ±10 %)."""
+    everything (the model above, the same rounds: ±10 %, 7 sd)."""
     out = tmp_path / "alloc.pb.gz"
     b = BUILDS["stock-luajit"]
-    plain = subprocess.run([*b.argv, str(ALLOCS), "50"], input="go\ngo\n", capture_output=True,
-                           text=True, timeout=60)
+    plain = subprocess.run([*b.argv, str(ALLOCS), str(ROUNDS)], input="go\ngo\n",
+                           capture_output=True, text=True, timeout=60)
     p = subprocess.run([str(NUPP), "record", "--alloc", "--alloc-mean", MEAN, "-d", "120",
-                        "-o", str(out), "--", *b.argv, str(ALLOCS), "50"],
+                        "-o", str(out), "--", *b.argv, str(ALLOCS), str(ROUNDS)],
                        input="go\ngo\n", capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout == plain.stdout, p.stderr
     t = truths(p.stdout.splitlines())
