@@ -6,8 +6,11 @@
 The server: Debian's nginx with its Lua module on OpenResty's LuaJIT (the
 stripped Debian library the tests run it with), one worker (four for the
 --children mode), serving tests/bench/nginx/handler.lua: /cpu, a CPU-bound
-handler (~0.3 ms of compiled Lua per request), and /light (a header, an
-argument and a short answer). wrk drives it on loopback, one thread and 8
+handler (~0.3 ms of compiled Lua per request), /light (a header, an
+argument and a short answer: strings LuaJIT interns once, so nothing is
+allocated per request) and /alloc (a table and strings of its own per
+request, about 18 blocks and 1.2 KB: what record --alloc pays for). wrk
+drives it on loopback, one thread and 8
 connections, for --seconds per measurement.
 
 Rounds are interleaved: each round measures every mode once, in a shuffled
@@ -49,11 +52,12 @@ MODES = {
     "-F 997": (["record", "-F", "997", "-o", "{out}.collapsed"], 1),
     "default job -F 997": (["-F", "997", "-o", "{out}"], 1),
     "record --rotate 60": (["record", "--rotate", "60", "-o", "{out}.d"], 1),
+    "record --wall": (["record", "--wall", "-o", "{out}.collapsed"], 1),
     "record --alloc": (["record", "--alloc", "-d", "3600", "-o", "{out}.pb.gz"], 1),
     "none (4 workers)": (None, 4),
     "record --rotate 60 (4 workers)": (["record", "--rotate", "60", "-o", "{out}.d"], 4),
 }
-HANDLERS = ["/cpu", "/light?id=7"]
+HANDLERS = ["/cpu", "/light?id=7", "/alloc"]
 
 
 def die(msg):
