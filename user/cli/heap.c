@@ -222,16 +222,8 @@ static int write_outputs(const struct heap_opts *o, const struct census *cs, int
 			ret = 1;
 			continue;
 		}
-		if (format__write(&p, &ro, format__of_file(o->outputs[i]), out.f)) {
-			if (!ferror(out.f)) {
-				say__error("out of memory while writing %s", o->outputs[i]);
-				output__discard(&out);
-				ret = 1;
-				continue;
-			}
-			errno = EIO;
-		}
-		if (output__commit(&out, err, sizeof(err))) {
+		if (format__write_output(&p, &ro, format__of_file(o->outputs[i]), &out,
+					 o->outputs[i], err, sizeof(err))) {
 			say__error("%s", err);
 			ret = 1;
 		} else if (strcmp(o->outputs[i], "-")) {

@@ -3,6 +3,9 @@
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <stdio.h>
+#include "base/output.h"
 #include "flamegraph.h"
 #include "formats.h"
 #include "base/util.h"
@@ -57,4 +60,19 @@ int format__write(const struct profile *p, const struct render_opts *o, enum pro
 		  FILE *out)
 {
 	return formats[f < FORMAT_MAX ? f : FORMAT_COLLAPSED].write(p, o, out);
+}
+
+int format__write_output(const struct profile *p, const struct render_opts *o,
+			 enum profile_format f, struct output *out, const char *name,
+			 char *err, size_t errsz)
+{
+	if (format__write(p, o, f, out->f)) {
+		if (!ferror(out->f)) {
+			snprintf(err, errsz, "out of memory while writing %s", name);
+			output__discard(out);
+			return -1;
+		}
+		errno = EIO;	/* for commit's message: stdio's errno may be stale */
+	}
+	return output__commit(out, err, errsz) ? -1 : 0;
 }

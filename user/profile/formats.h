@@ -38,4 +38,12 @@ const char *format__ext(enum profile_format f);
 int format__write(const struct profile *p, const struct render_opts *o, enum profile_format f,
 		  FILE *out);
 
+/* Write p in format f into out, a file opened with output__open (named
+ * name in messages), and commit it: the whole file, or none when a writer
+ * ran out of memory. 0, or -1 with a one-line reason in err. */
+struct output;
+int format__write_output(const struct profile *p, const struct render_opts *o,
+			 enum profile_format f, struct output *out, const char *name,
+			 char *err, size_t errsz);
+
 #endif /* NUPP_FORMATS_H */

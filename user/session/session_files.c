@@ -114,15 +114,12 @@ static bool commit(struct output *o)
 static int write_profile_out(const struct profile *p, const struct render_opts *ro,
 			     struct profile_out *po)
 {
-	if (format__write(p, ro, po->format, po->out.f)) {
-		if (!ferror(po->out.f)) {
-			say__error("out of memory while writing %s", po->name);
-			output__discard(&po->out);
-			return 1;
-		}
-		errno = EIO;	/* for commit's message: stdio's errno may be stale */
-	}
-	return commit(&po->out) ? 0 : 1;
+	char err[PATH_MAX + 128];
+
+	if (!format__write_output(p, ro, po->format, &po->out, po->name, err, sizeof(err)))
+		return 0;
+	say__error("%s", err);
+	return 1;
 }
 
 int session_files__write_profile(struct session_files *f, const struct profile *p,
