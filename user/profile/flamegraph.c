@@ -418,7 +418,7 @@ static void draw(const struct canvas *c, const struct node *n, __u64 offset, int
 	out_str(c->out, "\" rx=\"2\"/><text x=\"");
 	put_fixed(c->out, x + 3, 2);
 	out_str(c->out, "\" y=\"");
-	put_u64(c->out, y + ROW - 4);
+	put_u64(c->out, y + ROW - 6);	/* so low that an underscore shows (monospace 12 px) */
 	out_str(c->out, "\">");
 	put_label(c->out, n->name, w);
 	out_str(c->out, "</text></g>\n");
