@@ -279,9 +279,20 @@ def test_diff_of_two_census_files(privileged, growing, tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert_grew_by_5000_sessions(json.loads(p.stdout)["vms"][0])
-    p = subprocess.run([str(NUPP), "heap", "--diff", str(old), str(new)],
+    growth = [tmp_path / f"growth.{ext}" for ext in ("collapsed", "pb.gz", "svg")]
+    p = subprocess.run([str(NUPP), "heap", "--diff", str(old), str(new),
+                        *[a for f in growth for a in ("-o", str(f))]],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
+    # What grew as a profile of own bytes, each path under those above it.
+    rows = dict(line.rsplit(" ", 1) for line in growth[0].read_text().splitlines())
+    sessions = "_G;_G.cache;_G.cache.sessions;_G.cache.sessions[*]"
+    assert int(rows[sessions]) == GREW_SESSIONS, rows
+    assert int(rows[sessions + ";_G.cache.sessions[*].tags"]) == GREW_TAGS, rows
+    assert int(rows[sessions + ";_G.cache.sessions[*].name"]) == GREW_NAMES, rows
+    assert int(rows["_G;_G.cache;_G.cache.sessions;_G.cache.sessions.<key>"]) == GREW_KEYS, rows
+    assert "Type: inuse_space" in go_pprof("-top", "-nodecount=3", growth[1])
+    assert "MiB more held at " in growth[2].read_text()
     lines = p.stdout.splitlines()
     assert lines[0] == f"nupp-bpf: heap of PID {g.pid}: what grew between the two censuses", lines
     at = lines.index('grew, by reference path (own bytes; "[*]" the entries of a collection):')
@@ -341,7 +352,8 @@ def test_heap_by_path_as_profiles(privileged, held, tmp_path):
     (["heap", "-p", "1", "-p", "2"], "heap takes one -p PID"),
     (["heap", "-p", "1", "--svg", "x.svg"], "heap takes -p PID, --json, --pause, --diff and -o FILE "
                                             "(each file's extension names its format)"),
-    (["heap", "--diff", "5", "-p", "1", "-o", "x.svg"], "heap --diff writes to stdout: no -o"),
+    (["heap", "--diff", "5", "-p", "1", "-o", "-"], "heap --diff writes its report to stdout: its "
+                                                   "-o files go elsewhere"),
     (["heap", "-p", "1", "-o", "-", "--json"], "heap -o - writes that file to stdout: no --json, one -o"),
     (["record", "--pause", "-p", "1"], "--pause is for heap"),
     (["record", "--diff", "5", "-p", "1"], "--diff is for heap"),

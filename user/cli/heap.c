@@ -201,17 +201,104 @@ static int heap_profile(const struct census *cs, int n, pid_t pid, struct profil
 	return 0;
 }
 
-/* heap -o FILE...: each written whole or not at all (output.h). */
-static int write_outputs(const struct heap_opts *o, const struct census *cs, int n)
+/* Is q a path above p: p starts with it, and a segment begins there? */
+static bool above(const char *q, const char *p)
 {
-	struct profile p = {};
+	size_t n = strlen(q);
+
+	return !strncmp(q, p, n) && (p[n] == '.' || p[n] == '[');
+}
+
+static int by_length(const void *x, const void *y)
+{
+	size_t a = strlen(*(const char *const *)x), b = strlen(*(const char *const *)y);
+
+	return a < b ? -1 : a > b;
+}
+
+/* The row of one path that grew by g in VM b (vm: its frame, or -1). */
+static int growth_row(struct profile *p, const struct census_view *b, const struct heap_growth *g,
+		      long vm, pid_t pid)
+{
+	const char *chain[PATH_DEPTH_MAX + 1];
+	__u32 ids[PATH_DEPTH_MAX + 2];
+	int n = 0, k = 0;
+	long id, row;
+
+	for (size_t i = 0; i < b->npaths && n < PATH_DEPTH_MAX; i++)
+		if (above(b->paths[i].path, g->path))
+			chain[n++] = b->paths[i].path;
+	qsort(chain, n, sizeof(chain[0]), by_length);
+	chain[n++] = g->path;
+	if (vm >= 0)
+		ids[k++] = (__u32)vm;
+	for (int i = 0; i < n; i++) {
+		if ((id = profile__frame(p, &(struct profile_frame){ .name = (char *)chain[i],
+				.file = "", .kind = PROFILE_FRAME_PATH })) < 0)
+			return -1;
+		ids[k++] = (__u32)id;
+	}
+	if ((row = profile__add(p, (__u32)pid, 0, b->g, "", ids, (__u32)k)) < 0)
+		return -1;
+	p->rows[row].state[0] += (__u64)g->bytes;
+	return 0;
+}
+
+/* What grew from a to b as a profile of own bytes by reference path (heap
+ * --diff -o): a row per path that grew, its frames the paths b lists above
+ * it, outermost first (a kept path's ancestors retain more than it, and
+ * are kept too), under a frame per VM when b has several. 0, or -1 out of
+ * memory. */
+static int growth_profile(const struct census_view *a, int na, const struct census_view *b,
+			  int nb, pid_t pid, double seconds, struct profile *p)
+{
+	char title[128];
+
+	p->measure = PROFILE_HEAP_GROWTH;
+	p->time_ns = (__u64)time(NULL) * 1000000000ULL;
+	p->duration_ns = (__u64)(seconds * 1e9);
+	if (seconds > 0)
+		snprintf(title, sizeof(title), "heap of PID %d: what grew in %.1f s", (int)pid, seconds);
+	else
+		snprintf(title, sizeof(title), "heap of PID %d: what grew between two censuses",
+			 (int)pid);
+	if (profile__set_title(p, title))
+		return -1;
+	for (int v = 0; v < nb; v++) {
+		struct heap_growth *gr = NULL;
+		size_t n = 0;
+		long vm = -1;
+		char name[32];
+
+		if (heap_diff__growth(a, na, &b[v], nb, &gr, &n))
+			return -1;
+		snprintf(name, sizeof(name), "VM 0x%llx", (unsigned long long)b[v].g);
+		if (nb > 1 && (vm = profile__frame(p, &(struct profile_frame){ .name = name,
+				.file = "", .kind = PROFILE_FRAME_PATH })) < 0) {
+			free(gr);
+			return -1;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (gr[i].bytes > 0 && growth_row(p, &b[v], &gr[i], vm, pid)) {
+				free(gr);
+				return -1;
+			}
+		free(gr);
+	}
+	return 0;
+}
+
+/* heap -o FILE...: p, made by made() (0, or -1 out of memory), in each,
+ * written whole or not at all (output.h). */
+static int write_outputs(const struct heap_opts *o, struct profile *p, int made)
+{
 	struct render_opts ro = {};
 	char err[4200];
 	int ret = 0;
 
-	if (heap_profile(cs, n, o->pid, &p)) {
+	if (made) {
 		say__error("out of memory");
-		profile__free(&p);
+		profile__free(p);
 		return 1;
 	}
 	for (int i = 0; i < o->noutputs; i++) {
@@ -222,7 +309,7 @@ static int write_outputs(const struct heap_opts *o, const struct census *cs, int
 			ret = 1;
 			continue;
 		}
-		if (format__write_output(&p, &ro, format__of_file(o->outputs[i]), &out,
+		if (format__write_output(p, &ro, format__of_file(o->outputs[i]), &out,
 					 o->outputs[i], err, sizeof(err))) {
 			say__error("%s", err);
 			ret = 1;
@@ -230,7 +317,7 @@ static int write_outputs(const struct heap_opts *o, const struct census *cs, int
 			say__note("wrote %s", o->outputs[i]);
 		}
 	}
-	profile__free(&p);
+	profile__free(p);
 	return ret;
 }
 
@@ -249,6 +336,11 @@ static int diff_files(const struct heap_opts *o)
 	}
 	heap_diff__print(a, na, b, nb, pb, 0, o->json, stdout);
 	ret = fflush(stdout) ? 1 : 0;
+	if (o->noutputs) {
+		struct profile p = {};
+
+		ret |= write_outputs(o, &p, growth_profile(a, na, b, nb, pb, 0, &p));
+	}
 out:
 	free_views(a, na);
 	free_views(b, nb);
@@ -261,6 +353,7 @@ int heap__run(const struct heap_opts *o)
 	struct census_view *a = NULL, *b = NULL;
 	const struct census **list = NULL;
 	struct lj_target t;
+	struct profile p = {};
 	double paused_s = 0, paused0 = 0, t0 = 0, t1;
 	char err[1024];
 	int ret = 1, n = 0, n0 = 0;
@@ -297,6 +390,8 @@ int heap__run(const struct heap_opts *o)
 			goto out;
 		heap_diff__print(a, n0, b, n, o->pid, t1 - t0, o->json, stdout);
 		ret = fflush(stdout) ? 1 : 0;
+		if (o->noutputs)
+			ret |= write_outputs(o, &p, growth_profile(a, n0, b, n, o->pid, t1 - t0, &p));
 		goto out;
 	}
 	if (!(list = calloc(n ? n : 1, sizeof(*list)))) {
@@ -306,7 +401,7 @@ int heap__run(const struct heap_opts *o)
 	for (int i = 0; i < n; i++)
 		list[i] = &cs[i];
 	if (o->noutputs && !strcmp(o->outputs[0], "-")) {
-		ret = write_outputs(o, cs, n);		/* that file is stdout */
+		ret = write_outputs(o, &p, heap_profile(cs, n, o->pid, &p));	/* that file is stdout */
 		goto out;
 	} else if (o->json) {
 		census__print_json(list, n, o->pid, paused_s, stdout);
@@ -320,7 +415,7 @@ int heap__run(const struct heap_opts *o)
 	}
 	ret = fflush(stdout) ? 1 : 0;
 	if (o->noutputs)
-		ret |= write_outputs(o, cs, n);
+		ret |= write_outputs(o, &p, heap_profile(cs, n, o->pid, &p));
 out:
 	free_views(a, n0);
 	free_views(b, n);

@@ -497,8 +497,11 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		if (o->heap && (o->svg || o->format >= 0 || o->children || o->duration))
 			usage_error("heap takes -p PID, --json, --pause, --diff and -o FILE (each "
 				    "file's extension names its format)");
-		if (o->heap && o->noutputs && (o->diff_s || o->diff_files[0]))
-			usage_error("heap --diff writes to stdout: no -o");
+		if (o->heap && (o->diff_s || o->diff_files[0]))
+			for (int i = 0; i < o->noutputs; i++)
+				if (!strcmp(o->outputs[i], "-"))
+					usage_error("heap --diff writes its report to stdout: its -o "
+						    "files go elsewhere");
 		for (int i = 0; o->heap && i < o->noutputs; i++)
 			if (!strcmp(o->outputs[i], "-") && (o->json || o->noutputs > 1))
 				usage_error("heap -o - writes that file to stdout: no --json, one -o");

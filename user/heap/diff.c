@@ -124,25 +124,19 @@ out:
 	return ret;
 }
 
-/* A path's growth from a to b. */
-struct growth {
-	const char *path;
-	__s64 objects, bytes, retained_objects, retained;
-};
-
 static int by_growth(const void *x, const void *y)
 {
-	const struct growth *a = x, *b = y;
+	const struct heap_growth *a = x, *b = y;
 
 	return a->bytes < b->bytes ? 1 : a->bytes > b->bytes ? -1 : strcmp(a->path, b->path);
 }
 
 /* The paths that grew from a to b, most own bytes first, into *out. */
-static int growth(const struct census_view *a, const struct census_view *b, struct growth **out,
+static int growth(const struct census_view *a, const struct census_view *b, struct heap_growth **out,
 		  size_t *n)
 {
 	struct keymap before = {};
-	struct growth *gr = b->npaths ? calloc(b->npaths, sizeof(*gr)) : NULL;
+	struct heap_growth *gr = b->npaths ? calloc(b->npaths, sizeof(*gr)) : NULL;
 
 	*n = 0;
 	if (b->npaths && !gr)
@@ -156,11 +150,11 @@ static int growth(const struct census_view *a, const struct census_view *b, stru
 	for (size_t i = 0; i < b->npaths; i++) {
 		const struct view_path *p = &b->paths[i], *o = NULL;
 		long k = a ? keymap__get(&before, p->path, strlen(p->path)) : -1;
-		struct growth g;
+		struct heap_growth g;
 
 		if (k >= 0)
 			o = &a->paths[k];
-		g = (struct growth){
+		g = (struct heap_growth){
 			p->path, (__s64)p->objects - (__s64)(o ? o->objects : 0),
 			(__s64)p->bytes - (__s64)(o ? o->bytes : 0),
 			(__s64)p->retained_objects - (__s64)(o ? o->retained_objects : 0),
@@ -186,7 +180,7 @@ static const struct census_view *pair(const struct census_view *a, int na,
 
 static void print_vm_text(const struct census_view *a, const struct census_view *b, FILE *f)
 {
-	struct growth *gr = NULL;
+	struct heap_growth *gr = NULL;
 	size_t n = 0;
 	char x[32], y[32], z[32];
 
@@ -222,7 +216,7 @@ static void print_vm_text(const struct census_view *a, const struct census_view 
 
 static void print_vm_json(const struct census_view *a, const struct census_view *b, FILE *f)
 {
-	struct growth *gr = NULL;
+	struct heap_growth *gr = NULL;
 	size_t n = 0;
 
 	fprintf(f, "{\"vm\": \"0x%" PRIx64 "\", \"gcTotal\": [%" PRIu64 ", %" PRIu64 "], \"types\": {",
@@ -269,4 +263,10 @@ void heap_diff__print(const struct census_view *a, int na, const struct census_v
 			fprintf(f, "VM 0x%" PRIx64 ": gone since the first census\n", (uint64_t)a[i].g);
 	if (json)
 		fputs("]}\n", f);
+}
+
+int heap_diff__growth(const struct census_view *a, int na, const struct census_view *b, int nb,
+		      struct heap_growth **out, size_t *n)
+{
+	return growth(pair(a, na, b, nb), b, out, n);
 }

@@ -43,4 +43,16 @@ void census_view__free(struct census_view *v);
 void heap_diff__print(const struct census_view *a, int na, const struct census_view *b, int nb,
 		      pid_t pid, double seconds, bool json, FILE *f);
 
+/* A path's growth between two censuses. */
+struct heap_growth {
+	const char *path;	/* the later census's */
+	__s64 objects, bytes, retained_objects, retained;
+};
+
+/* The paths of VM b that grew since its census in a (na VMs: the one at
+ * its address, or the only one), most own bytes first, into *out (*n of
+ * them; free it); 0, or -1 out of memory. */
+int heap_diff__growth(const struct census_view *a, int na, const struct census_view *b, int nb,
+		      struct heap_growth **out, size_t *n);
+
 #endif /* NUPP_HEAP_DIFF_H */

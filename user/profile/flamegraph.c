@@ -451,9 +451,14 @@ static void put_subtitle(struct svg_out *out, const struct profile *p, __u64 tot
 	struct tm tm;
 
 	if (p->time_ns && gmtime_r(&t, &tm))
-		strftime(when, sizeof(when), p->measure == PROFILE_HEAP ? " at %Y-%m-%d %H:%M:%S UTC" :
+		strftime(when, sizeof(when), profile__is_heap(p) ? " at %Y-%m-%d %H:%M:%S UTC" :
 			 " from %Y-%m-%d %H:%M:%S UTC", &tm);
 	out_printf(out, "<text class=\"sub\" x=\"%.0f\" y=\"46\" text-anchor=\"middle\">", WIDTH / 2);
+	if (p->measure == PROFILE_HEAP_GROWTH) {	/* two censuses: what was added */
+		out_printf(out, "%.1f MiB more held%s than at the first census, by reference "
+			   "path (own bytes)</text>\n", total / 1048576.0, when);
+		return;
+	}
 	if (p->measure == PROFILE_HEAP) {	/* a census: a moment */
 		out_printf(out, "%.1f MiB held%s, by reference path</text>\n", total / 1048576.0, when);
 		return;
@@ -515,7 +520,7 @@ static void put_header(struct svg_out *out, const struct profile *p, const struc
 	out_xml(out, p->title ? p->title : "nupp-bpf", (size_t)-1);
 	out_str(out, "</text>\n");
 	put_subtitle(out, p, root->total);
-	if (p->measure != PROFILE_HEAP)
+	if (!profile__is_heap(p))
 		put_legend(out, root);
 	out_printf(out, "<text id=\"unzoom\" class=\"btn\" x=\"%.0f\" y=\"70\" text-anchor=\"end\" "
 		"style=\"display: none\">Reset zoom</text>\n"
@@ -545,7 +550,7 @@ int flamegraph__write(const struct profile *p, const struct render_opts *o, FILE
 	struct tree t = {};
 	struct node *root = &t.root;
 	struct svg_out *out = malloc(sizeof(*out));
-	struct canvas c = { .out = out, .heap = p->measure == PROFILE_HEAP,
+	struct canvas c = { .out = out, .heap = profile__is_heap(p),
 			    .bytes = p->measure == PROFILE_ALLOC };
 	int height, ret = -1;
 

@@ -92,7 +92,7 @@ static int add_header(struct builder *b, const struct profile *p)
 	const char *comments[] = { p->title, p->cost };
 	int n = p->period_ns ? 2 : 1, err = 0;
 
-	if (p->measure == PROFILE_HEAP) {
+	if (profile__is_heap(p)) {
 		n = 1;		/* as Go's heap profiles name what is held */
 		err |= value_type(b, &b->types[0], "inuse_space", "bytes");
 	} else if (p->measure == PROFILE_ALLOC) {
@@ -310,7 +310,7 @@ static int add_labels(struct builder *b, pb_sample *sm, const struct profile *p,
 	int err = 0;
 
 	sm->label = &b->label_ptrs[b->msg.n_sample * MAX_LABELS];
-	if (p->measure != PROFILE_HEAP && state >= 0)	/* what a heap holds has no VM state */
+	if (!profile__is_heap(p) && state >= 0)	/* what a heap holds has no VM state */
 		err |= label(b, sm, "vmstate", profile_state_names[state], 0);
 	if (p->measure == PROFILE_WALL)	/* which half of the wall-clock time */
 		err |= label(b, sm, "cpu", r->off_cpu ? "off" : "on", 0);

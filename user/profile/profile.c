@@ -228,10 +228,15 @@ int profile__set_cost(struct profile *p, const char *cost)
 	return replace_string(&p->cost, cost);
 }
 
+bool profile__is_heap(const struct profile *p)
+{
+	return p->measure == PROFILE_HEAP || p->measure == PROFILE_HEAP_GROWTH;
+}
+
 const char *profile__unit(const struct profile *p)
 {
 	return p->measure == PROFILE_OFF_CPU ? "µs off-CPU" : p->measure == PROFILE_WALL ? "µs" :
-	       p->measure == PROFILE_HEAP || p->measure == PROFILE_ALLOC ? "bytes" : "samples";
+	       profile__is_heap(p) || p->measure == PROFILE_ALLOC ? "bytes" : "samples";
 }
 
 int profile__add_scaled(struct profile *dst, const struct profile *src, __u64 num, __u64 den)

@@ -53,6 +53,8 @@ enum profile_measure {
 				 * (samples times their period) and off it */
 	PROFILE_HEAP,		/* bytes of a heap by reference path (nupp-bpf
 				 * heap -o): no VM state, all in state[0] */
+	PROFILE_HEAP_GROWTH,	/* bytes a heap grew by, by reference path (heap
+				 * --diff -o): as PROFILE_HEAP */
 	PROFILE_ALLOC,		/* bytes allocated (record --alloc), an estimate
 				 * from samples; profile_row.alloc has the rest */
 };
@@ -94,6 +96,10 @@ struct profile {
 					 * allocations, the mean bytes between two */
 	enum profile_measure measure;
 };
+
+/* Whether p is a heap's bytes by reference path (a census's, or its growth):
+ * no VM states. */
+bool profile__is_heap(const struct profile *p);
 
 /* What a count of p is, in words: "samples", "µs off-CPU", "µs". */
 const char *profile__unit(const struct profile *p);

@@ -196,7 +196,7 @@ int speedscope__write(const struct profile *p, const struct render_opts *o, FILE
 {
 	struct writer w = { .p = p, .o = o, .out = out,
 			    .unit = p->measure == PROFILE_SAMPLES ? "none" :
-				    p->measure == PROFILE_HEAP || p->measure == PROFILE_ALLOC ?
+				    profile__is_heap(p) || p->measure == PROFILE_ALLOC ?
 				    "bytes" : "microseconds" };
 	int ret = -1;
 
