@@ -153,7 +153,7 @@ static const struct argp_option options[] = {
 	  "(an exact census; says for how long)", 3 },
 	{ "diff", OPT_DIFF, "SECONDS|OLD.json", 0, "heap: what grew, by type and by reference "
 	  "path: between two censuses SECONDS apart (-p PID), or of two files of heap --json "
-	  "(OLD.json NEW.json)", 3 },
+	  "(OLD.json NEW.json); with -o FILE, the growth as a profile too", 3 },
 	{ "luajit", OPT_LUAJIT, "PATH", 0, "check: the LuaJIT that will run the code "
 	  "(default: luajit on PATH)", 3 },
 	{ "profile", OPT_PROFILE, "FILE", 0, "check: order findings by their function's own "
