@@ -311,7 +311,7 @@ static void flamegraph_number_cases(void)
 		"width=\"221.25\" height=\"15\"",
 		"<title>r (12 samples, 75.0%; interpreted 100.0%)</title><rect x=\"305.00\" y=\"84\" "
 		"width=\"885.00\" height=\"15\"",
-		"<text x=\"86.75\" y=\"96\">q</text>",
+		"<text x=\"86.75\" y=\"94\">q</text>",
 	};
 	struct profile p = { 0 };
 	struct render_opts o = { 0 };
