@@ -241,18 +241,22 @@ def assert_grew_by_5000_sessions(vm):
 
 
 @pytest.mark.parametrize("build_name", ["stock-luajit", "stock-luajit2"])
-def test_diff_over_seconds_finds_the_leak(privileged, growing, build_name):
-    """heap --diff 4 -p PID --json: the process grows by 5,000 sessions
-    between the two censuses (told to once the first is taken, which
-    stderr says); the diff names each shape by its path, exactly."""
+def test_diff_over_seconds_finds_the_leak(privileged, growing, build_name, tmp_path):
+    """heap --diff 4 -p PID --json -o grew.collapsed: the process grows by
+    5,000 sessions between the two censuses (told to once the first is
+    taken, which stderr says); the diff names each shape by its path,
+    exactly, and so does its profile."""
     g = growing(BUILDS[build_name])
-    d = subprocess.Popen([str(NUPP), "heap", "--diff", "4", "-p", str(g.pid), "--json"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    grew = tmp_path / "grew.collapsed"
+    d = subprocess.Popen([str(NUPP), "heap", "--diff", "4", "-p", str(g.pid), "--json", "-o",
+                          str(grew)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     note = d.stderr.readline()
     assert note == "nupp-bpf: first census taken (1 VM); the second in 4 s (^C: now)\n", note
     g.grow(5000)
     out, err = d.communicate(timeout=60)
-    assert d.returncode == 0 and err == "", err
+    assert d.returncode == 0 and err == f"nupp-bpf: wrote {grew}\n", err
+    rows = dict(line.rsplit(" ", 1) for line in grew.read_text().splitlines())
+    assert int(rows["_G;_G.cache;_G.cache.sessions;_G.cache.sessions[*]"]) == GREW_SESSIONS, rows
     diff = json.loads(out)
     assert diff["pid"] == g.pid and 3.9 <= diff["seconds"] <= 30, diff["seconds"]
     assert len(diff["vms"]) == 1
@@ -292,7 +296,7 @@ def test_diff_of_two_census_files(privileged, growing, tmp_path):
     assert int(rows[sessions + ";_G.cache.sessions[*].name"]) == GREW_NAMES, rows
     assert int(rows["_G;_G.cache;_G.cache.sessions;_G.cache.sessions.<key>"]) == GREW_KEYS, rows
     assert "Type: inuse_space" in go_pprof("-top", "-nodecount=3", growth[1])
-    assert "MiB more held at " in growth[2].read_text()
+    assert "MiB more held than at the first census" in growth[2].read_text()
     lines = p.stdout.splitlines()
     assert lines[0] == f"nupp-bpf: heap of PID {g.pid}: what grew between the two censuses", lines
     at = lines.index('grew, by reference path (own bytes; "[*]" the entries of a collection):')

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 #include "heap.h"
+#include "base/keymap.h"
 #include "base/output.h"
 #include "base/procmem.h"
 #include "base/say.h"
@@ -201,47 +202,54 @@ static int heap_profile(const struct census *cs, int n, pid_t pid, struct profil
 	return 0;
 }
 
-/* Is q a path above p: p starts with it, and a segment begins there? */
-static bool above(const char *q, const char *p)
+/* The row of one path that grew by g in VM b (paths: b's path texts, to
+ * their index; vm: its frame, or -1). The paths above it end where one of
+ * its segments begins (a '.' or a '['), outermost first. */
+static int growth_row(struct profile *p, const struct census_view *b,
+		      const struct keymap *paths, const struct heap_growth *g, long vm, pid_t pid)
 {
-	size_t n = strlen(q);
-
-	return !strncmp(q, p, n) && (p[n] == '.' || p[n] == '[');
-}
-
-static int by_length(const void *x, const void *y)
-{
-	size_t a = strlen(*(const char *const *)x), b = strlen(*(const char *const *)y);
-
-	return a < b ? -1 : a > b;
-}
-
-/* The row of one path that grew by g in VM b (vm: its frame, or -1). */
-static int growth_row(struct profile *p, const struct census_view *b, const struct heap_growth *g,
-		      long vm, pid_t pid)
-{
-	const char *chain[PATH_DEPTH_MAX + 1];
 	__u32 ids[PATH_DEPTH_MAX + 2];
-	int n = 0, k = 0;
-	long id, row;
+	int k = 0;
+	long id, row, at;
 
-	for (size_t i = 0; i < b->npaths && n < PATH_DEPTH_MAX; i++)
-		if (above(b->paths[i].path, g->path))
-			chain[n++] = b->paths[i].path;
-	qsort(chain, n, sizeof(chain[0]), by_length);
-	chain[n++] = g->path;
 	if (vm >= 0)
 		ids[k++] = (__u32)vm;
-	for (int i = 0; i < n; i++) {
-		if ((id = profile__frame(p, &(struct profile_frame){ .name = (char *)chain[i],
+	for (size_t n = 1; g->path[n] && k < PATH_DEPTH_MAX; n++) {
+		if ((g->path[n] != '.' && g->path[n] != '[') ||
+		    (at = keymap__get(paths, g->path, n)) < 0)
+			continue;
+		if ((id = profile__frame(p, &(struct profile_frame){ .name = b->paths[at].path,
 				.file = "", .kind = PROFILE_FRAME_PATH })) < 0)
 			return -1;
 		ids[k++] = (__u32)id;
 	}
+	if ((id = profile__frame(p, &(struct profile_frame){ .name = (char *)g->path, .file = "",
+			.kind = PROFILE_FRAME_PATH })) < 0)
+		return -1;
+	ids[k++] = (__u32)id;
 	if ((row = profile__add(p, (__u32)pid, 0, b->g, "", ids, (__u32)k)) < 0)
 		return -1;
 	p->rows[row].state[0] += (__u64)g->bytes;
 	return 0;
+}
+
+/* The rows of VM b[v]'s growth since a (na VMs), under frame vm (-1: none). */
+static int vm_growth(struct profile *p, const struct census_view *a, int na,
+		     const struct census_view *b, int nb, long vm, pid_t pid)
+{
+	struct heap_growth *gr = NULL;
+	struct keymap paths = {};
+	size_t n = 0;
+	int ret = heap_diff__growth(a, na, b, nb, &gr, &n);
+
+	for (size_t i = 0; !ret && i < b->npaths; i++)
+		ret = keymap__put(&paths, b->paths[i].path, strlen(b->paths[i].path), (long)i);
+	for (size_t i = 0; !ret && i < n; i++)
+		if (gr[i].bytes > 0)
+			ret = growth_row(p, b, &paths, &gr[i], vm, pid);
+	keymap__free(&paths);
+	free(gr);
+	return ret ? -1 : 0;
 }
 
 /* What grew from a to b as a profile of own bytes by reference path (heap
@@ -255,7 +263,8 @@ static int growth_profile(const struct census_view *a, int na, const struct cens
 	char title[128];
 
 	p->measure = PROFILE_HEAP_GROWTH;
-	p->time_ns = (__u64)time(NULL) * 1000000000ULL;
+	/* Live, the second census is now; census files say no time. */
+	p->time_ns = seconds > 0 ? (__u64)time(NULL) * 1000000000ULL : 0;
 	p->duration_ns = (__u64)(seconds * 1e9);
 	if (seconds > 0)
 		snprintf(title, sizeof(title), "heap of PID %d: what grew in %.1f s", (int)pid, seconds);
@@ -265,25 +274,15 @@ static int growth_profile(const struct census_view *a, int na, const struct cens
 	if (profile__set_title(p, title))
 		return -1;
 	for (int v = 0; v < nb; v++) {
-		struct heap_growth *gr = NULL;
-		size_t n = 0;
-		long vm = -1;
 		char name[32];
+		long vm = -1;
 
-		if (heap_diff__growth(a, na, &b[v], nb, &gr, &n))
-			return -1;
 		snprintf(name, sizeof(name), "VM 0x%llx", (unsigned long long)b[v].g);
 		if (nb > 1 && (vm = profile__frame(p, &(struct profile_frame){ .name = name,
-				.file = "", .kind = PROFILE_FRAME_PATH })) < 0) {
-			free(gr);
+				.file = "", .kind = PROFILE_FRAME_PATH })) < 0)
 			return -1;
-		}
-		for (size_t i = 0; i < n; i++)
-			if (gr[i].bytes > 0 && growth_row(p, &b[v], &gr[i], vm, pid)) {
-				free(gr);
-				return -1;
-			}
-		free(gr);
+		if (vm_growth(p, a, na, &b[v], nb, vm, pid))
+			return -1;
 	}
 	return 0;
 }
