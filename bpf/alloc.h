@@ -23,14 +23,17 @@
  * session's return is a uretprobe: safe here because an allocator never
  * raises a Lua error (lua_Alloc's contract; LuaJIT raises after it returns
  * NULL), so LuaJIT never unwinds through it (kernel-notes/alloc.md).
+ *
+ * What the return needs of its call is kept in the thread's storage, not
+ * in the session's cookie, and a run is the return of the thread's pending
+ * call, not asked with bpf_session_is_return(): both are kfuncs, and a
+ * kfunc has libbpf read the kernel's whole BTF at every load of the
+ * sampler (tests/sampler/test_bpf_objects.py). The allocator does not call
+ * itself, so after an entry that asked for its return the thread's next
+ * run is that return.
  */
 #ifndef NUPP_ALLOC_H
 #define NUPP_ALLOC_H
-
-/* kfuncs of uprobe sessions (Linux 6.13); weak, so that the object loads
- * on a kernel without them when this program is not loaded. */
-extern bool bpf_session_is_return(void) __ksym __weak;
-extern __u64 *bpf_session_cookie(void) __ksym __weak;
 
 const volatile __u64 alloc_mean;	/* --alloc-mean: bytes between two samples, on average */
 /* An exponential draw of mean 1, << NUPP_ALLOC_EXP_SHIFT: cell i holds the
@@ -59,10 +62,12 @@ struct {
 	__type(value, __u64);
 } alloc_objects SEC(".maps");
 
-/* A thread's bytes to go before its next sample. */
+/* A thread's bytes to go before its next sample, and its call whose
+ * return is pending. */
 struct alloc_countdown {
 	__s64 left;
 	__u64 drawn;		/* 0 until the first draw */
+	__u64 pending;		/* ALLOC_CALL() of the sampled call returning, 0 none */
 };
 
 struct {
@@ -99,8 +104,8 @@ static __always_inline __u64 alloc_weight(__u64 size)
 	return (mean * lo + (hi - lo) * frac) >> 16;
 }
 
-/* The session cookie: what the return needs of the sampled call. */
-#define ALLOC_COOKIE(slot, state, size) \
+/* What the return needs of the sampled call (never 0: a size is not). */
+#define ALLOC_CALL(slot, state, size) \
 	((__u64)(slot) | (__u64)(state) << 24 | (__u64)(size) << 28)
 #define ALLOC_SLOT(c)	((__u32)(c) & 0xffffff)
 #define ALLOC_STATE(c)	((__u32)((c) >> 24) & 0xf)
@@ -120,20 +125,16 @@ static __always_inline bool vm_closing(const struct nupp_proc *p)
 	       (white & LJ_GC_SFIXED);
 }
 
-static __always_inline int alloc_entry(struct pt_regs *ctx)
+static __always_inline int alloc_entry(struct pt_regs *ctx, struct task_struct *task,
+				       struct nupp_proc *p, __u32 pid)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	__u32 pid = view_tgid(task);
-	struct nupp_proc *p = proc_of(pid);
-	__u64 ptr = PT_REGS_PARM2(ctx), nsize = PT_REGS_PARM4(ctx), w, *cookie, *objs;
+	__u64 ptr = PT_REGS_PARM2(ctx), nsize = PT_REGS_PARM4(ctx), w, *objs;
 	struct nupp_alloc_key key;
 	struct alloc_countdown *cd;
 	struct sampler_scratch *sc;
 	struct nupp_stack_slot *slot;
 	__u32 k;
 
-	if (!p)
-		return 1;
 	key = (struct nupp_alloc_key){ .slot = p->slot, .addr = ptr };
 	if (ptr && !vm_closing(p))
 		bpf_map_delete_elem(&alloc_live, &key);	/* a sampled block freed or moved */
@@ -164,22 +165,22 @@ static __always_inline int alloc_entry(struct pt_regs *ctx)
 		__sync_fetch_and_add(&slot->state[state_index(sc)], w);
 	if ((objs = bpf_map_lookup_elem(&alloc_objects, &k)))
 		__sync_fetch_and_add(objs, (w << 16) / nsize);
-	if (!(cookie = bpf_session_cookie()))
+	/* The walk may have taken long enough for the storage to be looked
+	 * up again rather than kept across it. */
+	if (!(cd = bpf_task_storage_get(&alloc_left, task, 0, 0)))
 		return 1;
-	*cookie = ALLOC_COOKIE(k, state_index(sc), nsize < (1ULL << 36) ? nsize : (1ULL << 36) - 1);
+	cd->pending = ALLOC_CALL(k, state_index(sc), nsize < (1ULL << 36) ? nsize : (1ULL << 36) - 1);
 	return 0;			/* and run at its return */
 }
 
-static __always_inline int alloc_return(struct pt_regs *ctx)
+static __always_inline int alloc_return(struct pt_regs *ctx, struct nupp_proc *p, __u64 c)
 {
-	__u64 *cookie = bpf_session_cookie(), c, addr = PT_REGS_RC(ctx), size;
-	struct nupp_proc *p = proc_of(view_current_pid_tgid() >> 32);
+	__u64 addr = PT_REGS_RC(ctx), size;
 	struct nupp_alloc_live live;
 	struct nupp_alloc_key key;
 
-	if (!cookie || !addr || !p)
+	if (!addr)
 		return 0;
-	c = *cookie;
 	size = ALLOC_SIZE(c);
 	key = (struct nupp_alloc_key){ .slot = p->slot, .addr = addr };
 	live = (struct nupp_alloc_live){
@@ -196,7 +197,20 @@ static __always_inline int alloc_return(struct pt_regs *ctx)
 SEC("uprobe")
 int on_alloc(struct pt_regs *ctx)
 {
-	return bpf_session_is_return() ? alloc_return(ctx) : alloc_entry(ctx);
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 pid = view_tgid(task);
+	struct nupp_proc *p = proc_of(pid);
+	struct alloc_countdown *cd;
+	__u64 call;
+
+	if (!p)
+		return 1;
+	cd = bpf_task_storage_get(&alloc_left, task, 0, 0);
+	if (cd && (call = cd->pending)) {
+		cd->pending = 0;
+		return alloc_return(ctx, p, call);
+	}
+	return alloc_entry(ctx, task, p, pid);
 }
 
 #endif /* NUPP_ALLOC_H */
