@@ -538,11 +538,14 @@ static bool gg_verified(const struct lj_target *t, const struct lj_layout *lj, _
 		bad = "g->vmstate holds no VM state";
 	if (!bad && !gcobj_is(t, lj, u64_at(buf, lj->gg_g + lj->g_cur_L), LJ_GCT_THREAD, true))
 		bad = "g->cur_L is not a thread";
-	if (!bad && (procmem__read(t->pid, &state, 4, J + lj->J_state) || state > 0x16 ||
-		     procmem__read(t->pid, &sizetrace, 4, J + lj->J_sizetrace) || sizetrace > 65536))
+	/* A build without the JIT (LUAJIT_DISABLE_JIT) has no jit_State: its
+	 * layout's gg_j is 0, and J would be the main thread. */
+	if (!bad && lj->gg_j &&
+	    (procmem__read(t->pid, &state, 4, J + lj->J_state) || state > 0x16 ||
+	     procmem__read(t->pid, &sizetrace, 4, J + lj->J_sizetrace) || sizetrace > 65536))
 		bad = "J->state or J->sizetrace out of range";
-	if (!bad && (procmem__read(t->pid, &L[0], 8, J + lj->J_L) ||
-		     !gcobj_is(t, lj, L[0], LJ_GCT_THREAD, true)))
+	if (!bad && lj->gg_j && (procmem__read(t->pid, &L[0], 8, J + lj->J_L) ||
+				 !gcobj_is(t, lj, L[0], LJ_GCT_THREAD, true)))
 		bad = "J->L is not a thread";
 	L[0] = u64_at(buf, lj->L_stack), L[1] = u64_at(buf, lj->L_base);
 	L[2] = u64_at(buf, lj->L_top), L[3] = u64_at(buf, lj->L_maxstack);

@@ -175,8 +175,15 @@ void allocs__watch(struct sampler *s, struct target *tg)
 	const struct lj_target *t = tg->t;
 	__u64 at;
 
-	if (!t->layout.g_gc_total)
+	if (!t->layout.g_gc_total) {
+		/* Said once per target: the scan comes back for new VMs. */
+		if (!tg->alloc_refused)
+			say__note("note: PID %d: %s: its layout does not describe its heap (a "
+				  "revision before 2020-06?): its allocations are not sampled",
+				  tg->pid, t->shown);
+		tg->alloc_refused = true;
 		return;
+	}
 	for (int i = 0; i < t->ngs; i++)
 		if (!procmem__read(tg->pid, &at, 8, t->gs[i] + t->layout.g_gc_total - 16) && at)
 			watch_allocator(s, tg, at);

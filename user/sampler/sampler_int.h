@@ -33,6 +33,7 @@ struct target {
 	__u64 alloc_at[TARGET_ALLOCATORS];	/* --alloc: its VMs' allocators, */
 	int alloc_fd[TARGET_ALLOCATORS];	/* each one's uprobe session link (-1: none) */
 	int nallocs;
+	bool alloc_refused;		/* --alloc: its layout has no heap: said so */
 	const struct nupp_new_slot *naming;	/* the ring record of the stack being
 						 * named: its captured memory first */
 	__u64 seen_epoch;		/* the GC epoch the symbolizer's caches hold for */
