@@ -126,11 +126,10 @@ static __always_inline bool vm_closing(const struct nupp_proc *p)
 }
 
 static __always_inline int alloc_entry(struct pt_regs *ctx, struct task_struct *task,
-				       struct nupp_proc *p, __u32 pid)
+				       struct nupp_proc *p, __u32 pid, struct alloc_countdown *cd)
 {
 	__u64 ptr = PT_REGS_PARM2(ctx), nsize = PT_REGS_PARM4(ctx), w, *objs;
 	struct nupp_alloc_key key;
-	struct alloc_countdown *cd;
 	struct sampler_scratch *sc;
 	struct nupp_stack_slot *slot;
 	__u32 k;
@@ -138,8 +137,7 @@ static __always_inline int alloc_entry(struct pt_regs *ctx, struct task_struct *
 	key = (struct nupp_alloc_key){ .slot = p->slot, .addr = ptr };
 	if (ptr && !vm_closing(p))
 		bpf_map_delete_elem(&alloc_live, &key);	/* a sampled block freed or moved */
-	if (!nsize || !(cd = bpf_task_storage_get(&alloc_left, task, 0,
-						  BPF_LOCAL_STORAGE_GET_F_CREATE)))
+	if (!nsize)
 		return 1;
 	if (lj_unlikely(!cd->drawn)) {
 		cd->left = alloc_draw();
@@ -203,14 +201,15 @@ int on_alloc(struct pt_regs *ctx)
 	struct alloc_countdown *cd;
 	__u64 call;
 
-	if (!p)
+	/* One lookup a call, made at the thread's first: its countdown, and
+	 * the sampled call whose return this is. */
+	if (!p || !(cd = bpf_task_storage_get(&alloc_left, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE)))
 		return 1;
-	cd = bpf_task_storage_get(&alloc_left, task, 0, 0);
-	if (cd && (call = cd->pending)) {
+	if ((call = cd->pending)) {
 		cd->pending = 0;
 		return alloc_return(ctx, p, call);
 	}
-	return alloc_entry(ctx, task, p, pid);
+	return alloc_entry(ctx, task, p, pid, cd);
 }
 
 #endif /* NUPP_ALLOC_H */
