@@ -22,6 +22,10 @@ handler: the median over rounds of requests/s against the same round's
 "none" (with the lowest and highest), nupp-bpf's own CPU time as a share of
 one core over the measurement, and the workers' CPU.
 
+The reference mode is not nupp-bpf: `perf record -a` at 997 Hz on every
+CPU, as nupp-bpf's cpu-clock events are opened, without a BPF program:
+what the timer's interrupts alone cost this machine.
+
 Prints a Markdown section for docs/benchmarks.md (make bench puts it there
 through scripts/doc-section.py). As root.
 """
@@ -54,6 +58,11 @@ MODES = {
     "record --rotate 60": (["record", "--rotate", "60", "-o", "{out}.d"], 1),
     "record --wall": (["record", "--wall", "-o", "{out}.collapsed"], 1),
     "record --alloc": (["record", "--alloc", "-d", "3600", "-o", "{out}.pb.gz"], 1),
+    # Not nupp-bpf: the kernel's own sampler at the same rate on every CPU,
+    # which is how nupp-bpf's cpu-clock events are opened (one per CPU).
+    # What it costs is what the timer's interrupts cost this machine.
+    "perf record -a -F 997 (reference)": (["perf", "record", "-q", "-a", "-e", "cpu-clock",
+                                           "-c", "1003009", "-o", "{out}.perf"], 1),
     "none (4 workers)": (None, 4),
     "record --rotate 60 (4 workers)": (["record", "--rotate", "60", "-o", "{out}.d"], 4),
 }
@@ -140,6 +149,13 @@ def attach(args, server, out):
     if args is None:
         return None
     os.makedirs(f"{out}.d", exist_ok=True)	# --rotate's directory
+    if args[0] == "perf":
+        p = subprocess.Popen([a.format(out=out) for a in args], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(1)		# its events open: it says nothing when they are
+        if p.poll() is not None:
+            die(f"perf failed: {p.stderr.read()}")
+        return p
     argv = [str(NUPP), *[a.format(out=out) for a in args], "--children", "-p", str(server.pid)]
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seen = 0
@@ -159,8 +175,8 @@ def detach(p):
         return
     p.send_signal(signal.SIGINT)
     p.stderr.read()
-    if p.wait() != 0:
-        die(f"nupp-bpf failed: {' '.join(p.args)}")
+    if p.wait() not in (0, -signal.SIGINT):	# perf may end on the signal itself
+        die(f"{p.args[0]} failed: {' '.join(p.args)}")
 
 
 def median(v):
@@ -222,7 +238,9 @@ def main():
           f"{a.seconds} s per measurement; {a.rounds} interleaved rounds, each mode once per "
           "round in a shuffled order. *requests/s vs none* = the median over rounds of the "
           "mode's requests/s against the same round's unprofiled run (lowest..highest); "
-          "*nupp-bpf CPU* = its own CPU time over the measurement (not its start), in % of one core; "
+          "*nupp-bpf CPU* = its own CPU time over the measurement (not its start), in % of one core "
+          "(perf's own in the reference row: the kernel's sampler at the same rate on every CPU, "
+          "as nupp-bpf opens its cpu-clock events, which shows what the timer's interrupts cost); "
           "*workers' CPU* the same for the server's workers. nupp-bpf attaches to the master "
           f"with `--children` before wrk starts and stops after it. The run took {took:.0f} s.")
     print()

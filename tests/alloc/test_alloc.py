@@ -158,6 +158,25 @@ def test_allocation_shares_and_bytes(privileged, attached, build_name, jit):
     assert collapsed["allocs.lua:three"] == three[1], (collapsed, report)
 
 
+@pytest.mark.parametrize("build_name", ["stock-luajit-host", "stock-luajit2-host"])
+def test_host_allocator_in_another_file(privileged, attached, build_name):
+    """An embedder's VM made with lua_newstate(host_alloc, ...) allocates
+    through a function of the host's executable (luahost --host-alloc),
+    not LuaJIT's: that function is found in the file mapped there, verified
+    as a function's entry in it and probed. Before, it was refused ("outside
+    the LuaJIT file": 0 bytes). The model and bounds of the test above."""
+    b = BUILDS[build_name]
+    a = attached(b.command(ALLOCS, "--host-alloc", ROUNDS), b.environ())
+    t, err = a.run()
+    assert "not sampled" not in err, err
+    rows = pprof_rows(a.pb)
+    three, one, held = (rows.get(f"allocs.lua:{f}", [0] * 4) for f in ("three", "one", "held"))
+    report = f"truths {t}\nrows {rows}\n{err}"
+    assert within(three[1], t["three"], 0.06), report
+    assert within(one[1], t["one"], 0.08), report
+    assert within(held[3], t["held.inuse"], 0.10), report
+
+
 def test_launched_program_keeps_what_its_vm_held_at_close(privileged, tmp_path):
     """Launch mode: the program's output and exit are its own, and the
     bytes still in use are those it held when lua_close began freeing

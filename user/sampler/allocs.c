@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,8 @@
 #include "base/procmem.h"
 #include "base/say.h"
 #include "luajit/code_sites.h"
+#include "luajit/codemap.h"
+#include "luajit/elf_file.h"
 #include "sampler_int.h"
 
 /* BPF_LINK_CREATE's attributes for a uprobe_multi link (Linux 6.6), as the
@@ -112,13 +115,46 @@ static int attach_session(struct sampler *s, struct target *tg, const char *path
 	return syscall(__NR_bpf, 28 /* BPF_LINK_CREATE */, &a, sizeof(a));
 }
 
+/* Where allocator at (a runtime address of tg's process) lies: a file and
+ * the function's address in it (*vaddr). LuaJIT's file, or another one the
+ * process maps (a host's allocator given to lua_newstate), reached through
+ * map_files across mount namespaces as the target's own file is. 0, or -1
+ * with the reason in why. */
+static int allocator_file(struct target *tg, __u64 at, char *path, size_t pathsz, __u64 *vaddr,
+			  char *why, size_t whysz)
+{
+	const struct lj_target *t = tg->t;
+	const struct code_mapping *m;
+	struct elf_file *ef;
+
+	if (lj_target__file_offset(t, at - t->bias)) {
+		snprintf(path, pathsz, "%s", t->path);
+		*vaddr = at - t->bias;
+		return 0;
+	}
+	if (!tg->code || !(m = codemap__find(tg->code, at))) {
+		snprintf(why, whysz, "in no file's code");
+		return -1;
+	}
+	snprintf(path, pathsz, "/proc/%d/map_files/%llx-%llx", tg->pid,
+		 (unsigned long long)m->start, (unsigned long long)m->limit);
+	ef = elf_file__open(path);
+	*vaddr = ef ? elf_file__offset_to_vaddr(ef, m->off + (at - m->start)) : ELF_FILE_NOADDR;
+	elf_file__close(ef);
+	if (*vaddr == ELF_FILE_NOADDR) {
+		snprintf(why, whysz, "%s does not map it", m->file);
+		return -1;
+	}
+	return 0;
+}
+
 /* Probe allocator at (a runtime address of tg's process) unless it is
  * probed already; a note when it cannot be. */
 static void watch_allocator(struct sampler *s, struct target *tg, __u64 at)
 {
-	const struct lj_target *t = tg->t;
-	char why[256] = "";
-	__u64 vaddr = at - t->bias, off, site;
+	char why[256] = "", path[PATH_MAX];
+	__u64 vaddr, site, off;
+	struct elf_file *ef;
 	int fd;
 
 	for (int i = 0; i < tg->nallocs; i++)
@@ -128,20 +164,21 @@ static void watch_allocator(struct sampler *s, struct target *tg, __u64 at)
 		return;
 	tg->alloc_at[tg->nallocs] = at;
 	tg->alloc_fd[tg->nallocs++] = -1;
-	off = lj_target__file_offset(t, vaddr);
-	if (!off) {
-		say__note("note: PID %d: its VM allocates with a function at 0x%llx, outside %s: "
-			  "its allocations are not sampled", tg->pid, (unsigned long long)at,
-			  t->shown);
+	if (allocator_file(tg, at, path, sizeof(path), &vaddr, why, sizeof(why))) {
+		say__note("note: PID %d: its VM allocates with a function at 0x%llx, %s: "
+			  "its allocations are not sampled", tg->pid, (unsigned long long)at, why);
 		return;
 	}
-	if (code_sites__entry_probe(t->path, vaddr, &t->layout, &site, why, sizeof(why))) {
+	if (code_sites__entry_probe(path, vaddr, &tg->t->layout, &site, why, sizeof(why))) {
 		say__note("note: PID %d: its VM's allocator (0x%llx) did not verify as a "
 			  "function's entry (%s): its allocations are not sampled", tg->pid,
 			  (unsigned long long)at, why);
 		return;
 	}
-	fd = attach_session(s, tg, t->path, lj_target__file_offset(t, site));
+	ef = elf_file__open(path);
+	off = ef ? elf_file__vaddr_to_offset(ef, site) : ELF_FILE_NOADDR;
+	elf_file__close(ef);
+	fd = off == ELF_FILE_NOADDR ? (errno = ENOENT, -1) : attach_session(s, tg, path, off);
 	if (fd < 0) {
 		say__note("note: PID %d: cannot probe its VM's allocator: %s", tg->pid,
 			  strerror(errno));

@@ -2,7 +2,7 @@
 /*
  * luahost - a minimal C program embedding LuaJIT, for tests.
  *
- *   luahost SCRIPT [--threads N [--busy-main]] [--event-loop] [ARG...]
+ *   luahost SCRIPT [--threads N [--busy-main]] [--event-loop] [--host-alloc] [ARG...]
  *
  * Runs SCRIPT in a fresh lua_State with the standard libraries. With
  * --threads N it runs the script in N independent lua_States, one per
@@ -20,6 +20,11 @@
  * epoll_wait for what the coroutine waits on, and resumes it; with
  * LUAHOST_SPIN=1 in the environment it spins in C meanwhile instead, as a
  * loop busy with other requests (spin_in_loop).
+ *
+ * With --host-alloc each VM allocates through the host's own function
+ * (lua_newstate(host_alloc, ...): realloc and free of the C library), as
+ * an embedder that counts or pools its memory does, not LuaJIT's
+ * allocator: a function in this file, not in LuaJIT's.
  *
  * Links against libluajit-5.1.so.2, so LD_LIBRARY_PATH selects the LuaJIT
  * build (e.g. build/stock/luajit2/usr/lib/x86_64-linux-gnu).
@@ -122,10 +127,25 @@ static int run_event_loop(lua_State *L)
 	return 0;
 }
 
+static int host_alloc_on;
+
+/* lua_Alloc: the host's allocator (--host-alloc). Not inlined: the VM
+ * calls it through g->allocf. */
+static __attribute__((noinline)) void *host_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	(void)ud;
+	(void)osize;
+	if (nsize == 0) {
+		free(ptr);
+		return NULL;
+	}
+	return realloc(ptr, nsize);
+}
+
 static void *run_script(void *arg)
 {
 	struct run *r = arg;
-	lua_State *L = luaL_newstate();
+	lua_State *L = host_alloc_on ? lua_newstate(host_alloc, NULL) : luaL_newstate();
 	int i;
 
 	if (!L) {
@@ -163,7 +183,8 @@ static void *run_script(void *arg)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: luahost SCRIPT [--threads N [--busy-main]] [--event-loop] [ARG...]\n");
+	fprintf(stderr, "usage: luahost SCRIPT [--threads N [--busy-main]] [--event-loop] "
+		"[--host-alloc] [ARG...]\n");
 	exit(2);
 }
 
@@ -205,6 +226,8 @@ int main(int argc, char **argv)
 			busy_main = 1;
 		} else if (strcmp(argv[i], "--event-loop") == 0) {
 			event_loop = 1;
+		} else if (strcmp(argv[i], "--host-alloc") == 0) {
+			host_alloc_on = 1;
 		} else {
 			rest[nrest++] = argv[i];
 		}
