@@ -46,7 +46,7 @@ struct sampler_scratch {
 	__u8 ggblk[NUPP_GG_BLK + 8];	/* main lua_State and global_State fields */
 	__u8 Lblk[NUPP_BLK + 8];	/* a coroutine's lua_State fields */
 	struct lj_walk_mem walk;	/* the walk's state, buffers and caches (lj_walk.h) */
-	__u64 stack_top[NUPP_RET_CHUNK];	/* trace_return(): words from rsp on */
+	__u64 stack_top[NUPP_RET_SCAN];	/* trace_return(): the words at rsp */
 	/* Last: the fields above keep the offsets the sampler's code was
 	 * tuned with (its stack stays under 64 bytes, test_bpf_objects.py). */
 	__u32 slot;			/* the counts slot the stack was counted in */
@@ -112,68 +112,26 @@ static __always_inline bool near_trace_code(const struct nupp_proc *p, __u64 a)
 	return off == (__s32)off && a - p->vm_lo >= p->vm_hi - p->vm_lo && !in_file_code(p, a);
 }
 
-/* The code of trace n of the VM whose GG_State is at GG: J->trace[n]'s
- * mcode and szmcode, into lo and len. -1 where the build's layout has no
- * trace fields (revisions before 2021-03) or a read fails. */
-static __always_inline int trace_code(const struct nupp_proc *p, __u64 GG, __u32 n, __u64 *lo,
-				      __u32 *len)
-{
-	const struct lj_layout *lj = &p->lj;
-	__u64 traces, tr;
-
-	if (!lj->tr_mcode || !lj->J_trace ||
-	    LJ_READ(&traces, 8, GG + lj->gg_j + lj->J_trace) ||
-	    LJ_READ(&tr, 8, traces + 8 * (__u64)n))
-		return -1;
-	tr &= LJ_GCVMASK;
-	if (!tr || LJ_READ(lo, 8, tr + lj->tr_mcode) || LJ_READ(len, 4, tr + lj->tr_szmcode))
-		return -1;
-	return 0;
-}
-
 /* A trace interrupted in C code it called (lj_tab_new1, lj_str_new, memcpy:
  * LuaJIT's own or the C library's, in the state of the trace): the
- * helper's return address into the trace, the first word from rsp on that
- * points just after a position in the running trace's code; the position
- * is the call before it, into sc->stack_top[0]. 0 when none of the words
- * does: the sample stays on the helper's address, unmapped.
- * - Where the trace's code is unknown (no trace fields), the first word
- *   near trace code, which the mapper checks against the trace. Where it
- *   is known, nearness is not enough: the C stack holds pointers to
- *   LuaJIT's heap, which lies near the interpreter too (nginx's
- *   allocating handler had 87 % of its compiled samples unmapped so).
- * - Read a chunk at a time, each within one aligned block of
- *   sizeof(stack_top) bytes, hence within one page: a read that crossed
- *   the end of the stack's mapping would fail whole (a main thread whose
- *   rsp lies close to its stack's top lost every such sample).
- * Reads only for such samples; a function of its own, whose stack is not
- * the program's (see kernel-notes/sampler.md, the private stack). */
+ * helper's return address into the trace, the first word at rsp that
+ * points near trace code; the position is the call before it, into
+ * sc->stack_top[0]. 0 when none of the words does: the sample stays on
+ * the helper's address, unmapped. One read, only for such samples; a
+ * function of its own, whose stack is not the program's (see
+ * kernel-notes/sampler.md, the private stack). */
 __noinline int trace_return(const struct nupp_proc *p, struct sampler_scratch *sc)
 {
-	const __u64 chunk = sizeof(sc->stack_top);
-	__u64 lo = 0, at;
-	__u32 len = 0;
-	bool known;
-
-	if (!p || !sc)
+	if (!p || !sc ||
+	    LJ_READ(sc->stack_top, sizeof(sc->stack_top), sc->regs.sp))
 		return 0;
-	known = sc->vmstate >= 0 &&
-		!trace_code(p, sc->key.g - p->lj.gg_g, (__u32)sc->vmstate, &lo, &len);
-	at = sc->regs.sp & ~7ULL;
-	for (__u32 c = 0; c < NUPP_RET_SCAN / NUPP_RET_CHUNK; c++) {
-		__u64 n = chunk - (at & (chunk - 1));	/* 8..chunk bytes */
+	for (__u32 i = 0; i < NUPP_RET_SCAN; i++) {
+		__u64 a = sc->stack_top[i];
 
-		if (LJ_READ(sc->stack_top, n, at))
-			return 0;
-		for (__u32 i = 0; i < NUPP_RET_CHUNK && i < n / 8; i++) {
-			__u64 a = sc->stack_top[i];
-
-			if (known ? a - 1 - lo < len : near_trace_code(p, a)) {
-				sc->stack_top[0] = a - 1;
-				return 1;
-			}
+		if (near_trace_code(p, a)) {
+			sc->stack_top[0] = a - 1;
+			return 1;
 		}
-		at += n;
 	}
 	return 0;
 }
