@@ -150,15 +150,19 @@ static __always_inline int unresolved(struct sampler_scratch *sc, enum nupp_err 
 	return missed(sc, NUPP_CNT_ERR + err, off);
 }
 
-/* Is g a global_State? Its main thread must point back at it (G(mainthread) == g). */
+/* Is g a global_State? Its GG_State's main lua_State, at g - gg_g, is
+ * g->mainthref and points back at g (G(mainthread) == g): two links at fixed
+ * distances from g, as the scan's test (gg_at, user/luajit/lj_target.c).
+ * Where any lua_State pointing back would do, C code whose r14 is not
+ * DISPATCH could name a pair of heap words that point at each other
+ * (kernel-notes/sampler.md, row 11). */
 static __always_inline int vm_valid(const struct lj_layout *lj, __u64 g)
 {
 	__u64 mainth = 0, glref = 0;
 
-	if (!g || lj_read(&mainth, 8, g + lj->g_mainthref))
-		return 0;
-	mainth &= LJ_GCVMASK;
-	if (!mainth || lj_read(&glref, 8, mainth + lj->L_glref))
+	if (!g || lj_read(&mainth, 8, g + lj->g_mainthref) ||
+	    (mainth & LJ_GCVMASK) != g - lj->gg_g ||
+	    lj_read(&glref, 8, g - lj->gg_g + lj->L_glref))
 		return 0;
 	return glref == g;
 }

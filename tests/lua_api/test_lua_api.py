@@ -89,6 +89,28 @@ def text_lines(text):
     return rows
 
 
+def at_zone_boundary(stack):
+    """Whether a sample's stack stops in zone.lua's own code after its last
+    zone.run: the store of the current zone (st.current, a cdata store that
+    runs __newindex) at a zone's entry or exit, where the zone is already
+    (or still) set while the stack is zone.lua's."""
+    f = stack.split(";")
+    runs = [k for k, x in enumerate(f) if x == "zone.lua:run"]
+    return bool(runs) and all(x.startswith("zone.lua:") or ".lua:" not in x
+                              for x in f[runs[-1] + 1:])
+
+
+def assert_all_under(rows, frame):
+    """Every sample of a zone filter's rows lies under frame, but for at
+    most 2 at the zone's boundaries (at_zone_boundary). Model: the two
+    stores of a zone's entry and exit take under 1 us of CPU each; at one
+    sample per 5 ms a run has one such sample with probability < 4e-4
+    (seen once in ~30 CI runs), three with < 1e-10."""
+    off = [(s, c) for s, c in rows if frame not in s.split(";")]
+    assert all(at_zone_boundary(s) for s, _ in off), rows
+    assert sum(c for _, c in off) <= 2, rows
+
+
 def check_sample_report(rep, interval):
     assert rep["intervalMs"] == interval
     assert rep["backend"] == BACKEND
@@ -180,7 +202,7 @@ def test_spec_example_sample_zone(tmp_path):
     assert sum(r["count"] for r in agg.get("frame/update", {}).values()) >= 20
     # zone.run calls them as its fn: the leaves are named by the local they
     # were called through.
-    assert all("testutil.lua:spin_draw" in s.split(";") for s, _ in rows), rows
+    assert_all_under(rows, "testutil.lua:spin_draw")
     assert not any("spin_update" in s for s, _ in rows)
 
 
@@ -321,7 +343,7 @@ def test_zone_filter_is_a_subtree(tmp_path):
                for r in agg.get(zp, {}).values())
     assert out["rep"]["samples"] == want >= 15
     assert sum(r["count"] for r in agg.get("frame/renderer", {}).values()) >= 15
-    assert all("testutil.lua:spin_a" in s.split(";") for s, _ in rows), rows
+    assert_all_under(rows, "testutil.lua:spin_a")
 
 
 def test_root_cuts_and_merges(tmp_path):

@@ -209,6 +209,26 @@ def test_host_thread_in_no_vm(nupp, lua_build_ready, build_name):
     assert_rate(s.before_vm + s.thread_no_vm, float(main[2]), FREQ, "main thread: ", run.steal)
 
 
+
+@pytest.mark.parametrize("build_name", ["stock-luajit-host", "stock-luajit2-host"])
+def test_c_code_with_a_decoy_in_r14(nupp, lua_build_ready, build_name):
+    """decoy.lua: in_c calls luahost's host_decoy, which spins in C with r14
+    naming a decoy global_State, two heap words that point at each other as
+    g->mainthref and its main thread's glref do. The sampler takes r14 for
+    DISPATCH; the decoy is no GG_State (its main thread is not at its start)
+    and every sample of the spin is in_c's, in its thread's VM. A sampler
+    that took any lua_State pointing back for a VM kept the decoy as the
+    thread's VM: every sample from then on in C code whose r14 is not
+    DISPATCH went unresolved ("bad current thread"), the whole sessions
+    lost on real servers. Model: in_c's spin is ~1 s of the run's ~1.1 s;
+    its stack holds >= 90 % of the samples, and <= 1 % are unresolved."""
+    b = lua_build_ready(build_name)
+    run = nupp.record(["--", *b.command(workload("decoy.lua"), 1)], env=b.environ())
+    assert run.returncode == 0 and "done" in run.stdout, run
+    assert_resolves(run)
+    in_c = sum(c for st, c in run.rows if "decoy.lua:in_c" in frames(st))
+    assert in_c >= 0.9 * total(run.rows), run.output.read_text()
+
 # --- 2. hot spots and VM states of known workloads --------------------------------------
 
 @dataclass(frozen=True)

@@ -115,19 +115,19 @@ static int attach_session(struct sampler *s, struct target *tg, const char *path
 	return syscall(__NR_bpf, 28 /* BPF_LINK_CREATE */, &a, sizeof(a));
 }
 
-/* Where allocator at (a runtime address of tg's process) lies: a file and
- * the function's address in it (*vaddr). LuaJIT's file, or another one the
+/* Where allocator at (a runtime address of tg's process) lies: a file, the
+ * function's address in it (*vaddr) and its file offset (*off). LuaJIT's file, or another one the
  * process maps (a host's allocator given to lua_newstate), reached through
  * map_files across mount namespaces as the target's own file is. 0, or -1
  * with the reason in why. */
 static int allocator_file(struct target *tg, __u64 at, char *path, size_t pathsz, __u64 *vaddr,
-			  char *why, size_t whysz)
+			  __u64 *off, char *why, size_t whysz)
 {
 	const struct lj_target *t = tg->t;
 	const struct code_mapping *m;
 	struct elf_file *ef;
 
-	if (lj_target__file_offset(t, at - t->bias)) {
+	if ((*off = lj_target__file_offset(t, at - t->bias))) {
 		snprintf(path, pathsz, "%s", t->path);
 		*vaddr = at - t->bias;
 		return 0;
@@ -138,8 +138,9 @@ static int allocator_file(struct target *tg, __u64 at, char *path, size_t pathsz
 	}
 	snprintf(path, pathsz, "/proc/%d/map_files/%llx-%llx", tg->pid,
 		 (unsigned long long)m->start, (unsigned long long)m->limit);
+	*off = m->off + (at - m->start);
 	ef = elf_file__open(path);
-	*vaddr = ef ? elf_file__offset_to_vaddr(ef, m->off + (at - m->start)) : ELF_FILE_NOADDR;
+	*vaddr = ef ? elf_file__offset_to_vaddr(ef, *off) : ELF_FILE_NOADDR;
 	elf_file__close(ef);
 	if (*vaddr == ELF_FILE_NOADDR) {
 		snprintf(why, whysz, "%s does not map it", m->file);
@@ -154,7 +155,6 @@ static void watch_allocator(struct sampler *s, struct target *tg, __u64 at)
 {
 	char why[256] = "", path[PATH_MAX];
 	__u64 vaddr, site, off;
-	struct elf_file *ef;
 	int fd;
 
 	for (int i = 0; i < tg->nallocs; i++)
@@ -164,7 +164,7 @@ static void watch_allocator(struct sampler *s, struct target *tg, __u64 at)
 		return;
 	tg->alloc_at[tg->nallocs] = at;
 	tg->alloc_fd[tg->nallocs++] = -1;
-	if (allocator_file(tg, at, path, sizeof(path), &vaddr, why, sizeof(why))) {
+	if (allocator_file(tg, at, path, sizeof(path), &vaddr, &off, why, sizeof(why))) {
 		say__note("note: PID %d: its VM allocates with a function at 0x%llx, %s: "
 			  "its allocations are not sampled", tg->pid, (unsigned long long)at, why);
 		return;
@@ -175,10 +175,9 @@ static void watch_allocator(struct sampler *s, struct target *tg, __u64 at)
 			  (unsigned long long)at, why);
 		return;
 	}
-	ef = elf_file__open(path);
-	off = ef ? elf_file__vaddr_to_offset(ef, site) : ELF_FILE_NOADDR;
-	elf_file__close(ef);
-	fd = off == ELF_FILE_NOADDR ? (errno = ENOENT, -1) : attach_session(s, tg, path, off);
+	/* The site lies in the allocator's function, in its segment: as far
+	 * into the file as into the function. */
+	fd = attach_session(s, tg, path, off + (site - vaddr));
 	if (fd < 0) {
 		say__note("note: PID %d: cannot probe its VM's allocator: %s", tg->pid,
 			  strerror(errno));

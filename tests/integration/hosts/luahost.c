@@ -26,6 +26,9 @@
  * an embedder that counts or pools its memory does, not LuaJIT's
  * allocator: a function in this file, not in LuaJIT's.
  *
+ * Every VM also gets host_decoy(SECONDS), which spins in C for SECONDS of
+ * the thread's CPU time with r14 naming a decoy global_State (below).
+ *
  * Links against libluajit-5.1.so.2, so LD_LIBRARY_PATH selects the LuaJIT
  * build (e.g. build/stock/luajit2/usr/lib/x86_64-linux-gnu).
  */
@@ -127,6 +130,65 @@ static int run_event_loop(lua_State *L)
 	return 0;
 }
 
+/*
+ * host_decoy(SECONDS): C code that uses r14 for its own ends, as C code may
+ * (the register is callee-saved, not reserved): a sampler that reads r14 as
+ * LuaJIT's DISPATCH finds r14 + GG_DISP2G there, here a decoy global_State
+ * made of two heap words that point at each other as g->mainthref and its
+ * main thread's glref do, but no GG_State (its main lua_State is not at its
+ * start). The decoy is built from the running VM (GC64: L->glref at 16):
+ * DISPATCH is r14 as the VM called the function (host_decoy takes it before
+ * any C code runs), g is G(L), and mainthref the first word of g holding L.
+ * Spins for SECONDS of the thread's CPU time with r14 on the decoy.
+ */
+int host_decoy_c(lua_State *L, unsigned long dispatch);
+__asm__(".text\n"
+	".globl host_decoy\n"
+	".type host_decoy, @function\n"
+	"host_decoy:\n"
+	"\tmov %r14, %rsi\n"
+	"\tjmp host_decoy_c\n"
+	".size host_decoy, .-host_decoy\n");
+int host_decoy(lua_State *L);
+
+static double thread_cpu(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+__attribute__((noinline)) int host_decoy_c(lua_State *L, unsigned long dispatch)
+{
+	const unsigned long mask = (1UL << 47) - 1;
+	double until = thread_cpu() + luaL_checknumber(L, 1);
+	unsigned long g = *(unsigned long *)((char *)L + 16) & mask, x, m, decoy;
+	unsigned long *words = calloc(2048, sizeof(*words));
+	size_t k;
+
+	for (k = 0; k < 1024; k += 8)
+		if ((*(unsigned long *)(g + k) & mask) == (unsigned long)L)
+			break;
+	if (!words || k == 1024)
+		return luaL_error(L, "host_decoy: no main thread in G(L)'s first 1 KiB");
+	x = (unsigned long)(words + 256);		/* the decoy g */
+	m = (unsigned long)(words + 1536);		/* its "main thread" */
+	*(unsigned long *)(x + k) = m;
+	*(unsigned long *)(m + 16) = x;
+	decoy = x - (g - dispatch);
+	while (thread_cpu() < until) {
+		unsigned long n = 1000000;
+
+		__asm__ volatile("mov %1, %%r14\n"
+				 "1:\tdec %0\n"
+				 "\tjnz 1b\n"
+				 : "+r"(n) : "r"(decoy) : "r14", "cc");
+	}
+	free(words);
+	return 0;
+}
+
 static int host_alloc_on;
 
 /* lua_Alloc: the host's allocator (--host-alloc). Not inlined: the VM
@@ -167,6 +229,8 @@ static void *run_script(void *arg)
 
 	lua_pushcfunction(L, host_wait);
 	lua_setglobal(L, "host_wait");
+	lua_pushcfunction(L, host_decoy);
+	lua_setglobal(L, "host_decoy");
 
 	lua_pushcfunction(L, traceback);
 	if (luaL_loadfile(L, script) != 0 ||
