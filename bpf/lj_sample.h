@@ -46,7 +46,7 @@ struct sampler_scratch {
 	__u8 ggblk[NUPP_GG_BLK + 8];	/* main lua_State and global_State fields */
 	__u8 Lblk[NUPP_BLK + 8];	/* a coroutine's lua_State fields */
 	struct lj_walk_mem walk;	/* the walk's state, buffers and caches (lj_walk.h) */
-	__u64 stack_top[NUPP_RET_SCAN];	/* trace_return(): the words at rsp */
+	__u64 stack_top[NUPP_RET_CHUNK];	/* trace_ip(): words from rsp on */
 	/* Last: the fields above keep the offsets the sampler's code was
 	 * tuned with (its stack stays under 64 bytes, test_bpf_objects.py). */
 	__u32 slot;			/* the counts slot the stack was counted in */
@@ -112,48 +112,94 @@ static __always_inline bool near_trace_code(const struct nupp_proc *p, __u64 a)
 	return off == (__s32)off && a - p->vm_lo >= p->vm_hi - p->vm_lo && !in_file_code(p, a);
 }
 
-/* A trace interrupted in C code it called (lj_tab_new1, lj_str_new, memcpy:
- * LuaJIT's own or the C library's, in the state of the trace): the
- * helper's return address into the trace, the first word at rsp that
- * points near trace code; the position is the call before it, into
- * sc->stack_top[0]. 0 when none of the words does: the sample stays on
- * the helper's address, unmapped. One read, only for such samples; a
- * function of its own, whose stack is not the program's (see
- * kernel-notes/sampler.md, the private stack). */
-__noinline int trace_return(const struct nupp_proc *p, struct sampler_scratch *sc)
+/* The code of trace n of the VM whose GG_State is at GG: J->trace[n]'s
+ * mcode and szmcode, into lo and len. -1 where the build's layout has no
+ * trace fields (revisions before 2021-03) or a read fails. */
+static __always_inline int trace_code(const struct nupp_proc *p, __u64 GG, __u32 n, __u64 *lo,
+				      __u32 *len)
 {
-	if (!p || !sc ||
-	    LJ_READ(sc->stack_top, sizeof(sc->stack_top), sc->regs.sp))
-		return 0;
-	for (__u32 i = 0; i < NUPP_RET_SCAN; i++) {
-		__u64 a = sc->stack_top[i];
+	const struct lj_layout *lj = &p->lj;
+	__u64 traces, tr;
 
-		if (near_trace_code(p, a)) {
-			sc->stack_top[0] = a - 1;
-			return 1;
-		}
-	}
+	if (!lj->tr_mcode || !lj->J_trace ||
+	    LJ_READ(&traces, 8, GG + lj->gg_j + lj->J_trace) ||
+	    LJ_READ(&tr, 8, traces + 8 * (__u64)n))
+		return -1;
+	tr &= LJ_GCVMASK;
+	if (!tr || LJ_READ(lo, 8, tr + lj->tr_mcode) || LJ_READ(len, 4, tr + lj->tr_szmcode))
+		return -1;
 	return 0;
 }
 
+/* Where the running trace (g->vmstate) was interrupted: an address for
+ * userspace to map through its snapshots, 0 none. The trace's code
+ * (J->trace[vmstate]'s [mcode, mcode + szmcode), four reads) decides:
+ * - inside it: the interrupted address;
+ * - elsewhere, C code the trace called (lj_tab_new1, lj_str_new, memcpy:
+ *   LuaJIT's own or the C library's, in the state of the trace): the
+ *   position is the call before the helper's return address into the
+ *   trace, the first word from rsp on that points just past a byte of its
+ *   code. Nearness to the interpreter is not enough: the C stack holds
+ *   pointers to LuaJIT's heap, which lies near it too (nginx's allocating
+ *   handler had 87 % of its compiled samples unmapped so), and a program
+ *   maps more libraries near it than nupp_proc.code[] lists (pdns_recursor
+ *   had libc's memmove taken for trace code);
+ * - else, an address near the interpreter in no file's code listed: the
+ *   code of another trace, which vmstate does not name yet (a trace linked
+ *   to it sets vmstate in its first instruction: userspace finds it there).
+ * Where the layout has no trace fields (revisions before 2021-03), the
+ * first word near trace code is taken as the return, and the mapper checks
+ * it against the trace. The stack is read a chunk at a time, each within
+ * one aligned block of sizeof(stack_top) bytes, hence within one page: a
+ * read that crossed the end of the stack's mapping would fail whole (a
+ * main thread whose rsp lies close to its stack's top lost every such
+ * sample). A function of its own, whose stack is not the program's (see
+ * kernel-notes/sampler.md, the private stack). */
+__noinline __u64 trace_ip(const struct nupp_proc *p, struct sampler_scratch *sc)
+{
+	const __u64 chunk = sizeof(sc->stack_top);
+	__u64 lo = 0, at, ip;
+	__u32 len = 0;
+	bool known;
+
+	if (!p || !sc)
+		return 0;
+	ip = sc->regs.ip;
+	if (ip - p->vm_lo < p->vm_hi - p->vm_lo)	/* the interpreter: the exit handler */
+		return 0;
+	known = sc->vmstate >= 0 &&
+		!trace_code(p, sc->key.g - p->lj.gg_g, (__u32)sc->vmstate, &lo, &len);
+	if (known && ip - lo < len)
+		return ip;
+	if (known || !near_trace_code(p, ip)) {
+		at = sc->regs.sp & ~7ULL;
+		for (__u32 c = 0; c < NUPP_RET_SCAN / NUPP_RET_CHUNK; c++) {
+			__u64 n = chunk - (at & (chunk - 1));	/* 8..chunk bytes */
+
+			if (LJ_READ(sc->stack_top, n, at))
+				break;
+			for (__u32 i = 0; i < NUPP_RET_CHUNK && i < n / 8; i++) {
+				__u64 a = sc->stack_top[i];
+
+				if (known ? a - 1 - lo < len : near_trace_code(p, a))
+					return a - 1;
+			}
+			at += n;
+		}
+	}
+	return near_trace_code(p, ip) ? ip : 0;
+}
+
 /* The leaf's pc on trace (NUPP_PC_TRACE in bpf/sampler_abi.h): the trace and
- * where its code was interrupted, for userspace to map through the trace's
- * snapshots. 0 (nothing to map) for an address in the interpreter (the
- * exit handler). In a file's code, or too far from the interpreter to be
- * trace code: C code the trace called, and the position is where the
- * trace called it (trace_return), else 0. */
+ * where its code was interrupted (trace_ip), for userspace to map through
+ * the trace's snapshots; 0 nothing to map. */
 static __always_inline __u64 trace_pos(const struct nupp_proc *p, struct sampler_scratch *sc,
 				       __s32 vmstate)
 {
-	__u64 ip = sc->regs.ip;
+	__u64 ip = trace_ip(p, sc);
 	__s64 off = (__s64)(ip - p->vm_lo);
 
-	if (ip - p->vm_lo >= p->vm_hi - p->vm_lo && (off != (__s32)off || in_file_code(p, ip)) &&
-	    trace_return(p, sc)) {
-		ip = sc->stack_top[0];
-		off = (__s64)(ip - p->vm_lo);
-	}
-	if (off != (__s32)off || ip - p->vm_lo < p->vm_hi - p->vm_lo || vmstate > 0xffff)
+	if (!ip || off != (__s32)off || vmstate > 0xffff)
 		return 0;
 	return NUPP_PC_TRACE_MAKE(vmstate, off);
 }

@@ -251,8 +251,11 @@ struct nupp_alloc_live {
 					 * every pid, so it matches none */
 
 #define NUPP_CODE_RANGES	8	/* nupp_proc.code: files' code mappings */
-#define NUPP_RET_SCAN	64	/* words at rsp searched for the return into a
-				 * trace of a C helper it called */
+#define NUPP_RET_SCAN	256	/* words from rsp searched for the return into a
+				 * trace of a C helper it called (2 KiB: the
+				 * GC's steps and nginx's output filters run
+				 * deeper than 512 bytes), */
+#define NUPP_RET_CHUNK	64	/* read this many at a time */
 #define NUPP_BLK	256	/* bytes of a lua_State read at once */
 #define NUPP_GG_BLK	1024	/* bytes of a GG_State read at once */
 

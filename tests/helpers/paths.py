@@ -7,6 +7,7 @@ BUILD = ROOT / "build"
 NUPP = BUILD / "nupp-bpf"
 WORKLOADS = ROOT / "tests" / "fixtures" / "workloads"
 LUAHOST = BUILD / "tests" / "luahost"
+LUAHOST_LIBS = BUILD / "tests" / "luahost-libs"  # linked to many libraries (mk/luajit.mk)
 STOCK = BUILD / "stock"
 PINNED = BUILD / "luajit"
 MULTIARCH = "usr/lib/x86_64-linux-gnu"

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.paths import LUAHOST_LIBS
 from helpers import (BUILDS, assert_rate, JP_ARGS, LUAJIT_ROOT, Nupp, ROOT, Run, STOCK_LUAJIT, StealLog, frames, max_depth,
                       parse_jp_states, parse_truth, share, share_tol, top, total, wait_for, workload)
 
@@ -412,26 +413,53 @@ def test_inlined_callees(nupp, lua_build_ready, build_name, mode):
     assert mapped_share(run) >= 0.9, run.stderr
 
 
-@pytest.mark.parametrize("mode", ["alloc", "libm"])
-@pytest.mark.parametrize("build_name", WORKLOAD_BUILDS)
+CCALLS = [(b, m) for b in WORKLOAD_BUILDS for m in ("alloc", "libm", "strings")]
+
+
+@pytest.mark.parametrize("build_name, mode", CCALLS)
 def test_trace_calling_c_code(nupp, lua_build_ready, build_name, mode):
     """ccalls.lua: a compiled loop that spends its trace's time in the C
     code the trace calls: a table allocated per iteration (lj_tab_new1 and
-    the allocator, LuaJIT's own code), or math.sin (the C library's sin,
-    mapped far from the trace). Such a sample maps through the trace where
-    it called that code (the return address on the C code's stack,
-    kernel-notes/sampler.md): 85 % of the compiled samples map, where 24 %
-    (alloc) and 5 % (libm) did when only the interrupted address counted.
-    Model: of ~800 (alloc) or ~1,900 (libm) compiled samples at most 5 %
-    stayed unmapped in every run seen (deeper C stacks, exit stubs); 85 %
-    is 13 standard deviations below."""
+    the allocator, LuaJIT's own code), math.sin (the C library's sin,
+    mapped far from the trace), or new strings joined as a web handler
+    does (interning, buffers, table.concat: C stacks that hold pointers to
+    LuaJIT's heap). Such a sample maps through the trace where it called
+    that code (the return address on the C code's stack, found in the
+    running trace's code: kernel-notes/sampler.md). When any word near
+    trace code passed for the return, a heap pointer did in strings mode:
+    77-79 % mapped; when the stack's words were read in one piece, a read
+    that crossed the stack's end lost all of them in 1 run of 5 (25 %).
+    Model: of ~700 (alloc), ~1,300 (strings) or ~2,000 (libm) compiled
+    samples, each stays unmapped with a probability p <= 0.3 % in the runs
+    measured (exit stubs, a C stack deeper than 2 KiB); at 3 % unmapped a
+    run has 21 or more where 2.1 are expected: Poisson tail below 1e-12."""
     b = lua_build_ready(build_name)
     run = nupp.launch(b, workload("ccalls.lua"), mode, 2, timeout=120)
     assert run.returncode == 0, run
     assert_resolves(run)
     m = re.search(r"^  compiled: (\d+) of (\d+) samples mapped", run.stderr, re.M)
     assert m and int(m[2]) >= 100, run
-    assert int(m[1]) >= 0.85 * int(m[2]), run
+    assert int(m[1]) >= 0.97 * int(m[2]), run
+
+
+def test_trace_calling_c_code_among_many_libraries(nupp, lua_build_ready):
+    """ccalls.lua strings under luahost-libs, a host linked to nine more
+    libraries between LuaJIT and the C library (mk/luajit.mk): the C
+    library's memcpy lies farther from the interpreter than the 8 files
+    nupp_proc.code[] lists, as in pdns_recursor. A sample there is still C
+    code the trace called: it maps through the trace's call. When only a
+    listed file's code counted as C code, memmove's samples passed for trace
+    code: 92 % mapped (pdns_recursor: 96 %). Model: as test_trace_calling_c_code."""
+    if not LUAHOST_LIBS.exists():
+        pytest.fail(f"{LUAHOST_LIBS} is not built; run `make`", pytrace=False)
+    b = lua_build_ready("stock-luajit-host")
+    run = nupp.record(["--", str(LUAHOST_LIBS), str(workload("ccalls.lua")), "strings", 2],
+                      env=b.environ(), timeout=120)
+    assert run.returncode == 0, run
+    assert_resolves(run)
+    m = re.search(r"^  compiled: (\d+) of (\d+) samples mapped", run.stderr, re.M)
+    assert m and int(m[2]) >= 100, run
+    assert int(m[1]) >= 0.97 * int(m[2]), run
 
 
 @pytest.mark.parametrize("build_name", WORKLOAD_BUILDS)

@@ -1035,6 +1035,29 @@ static int span_frames(struct tracemap *tm, struct tm_trace *tr, __u32 i, __u32 
 	return top;
 }
 
+/* The trace whose first instruction is at ip, or NULL: a trace that links
+ * to another jumps to its code, whose first instruction stores its number
+ * in g->vmstate (asm_head_root: emit_setvmstate, `mov dword [r14 +
+ * DISPATCH_GL(vmstate)], n`); a sample there still reads the linking
+ * trace's number. Decoded, and the trace named must begin at ip. */
+static struct tm_trace *trace_entered_at(struct tracemap *tm, __u64 g, __u64 ip, int *err)
+{
+	__u8 code[11];
+	__s32 disp;
+	__u32 n;
+	struct tm_trace *tr;
+
+	if (rd(tm, code, sizeof(code), ip) || code[0] != 0x41 || code[1] != 0xc7 ||
+	    code[2] != 0x86)
+		return NULL;
+	memcpy(&disp, code + 3, 4);
+	memcpy(&n, code + 7, 4);
+	if (disp != (__s64)tm->lj->disp2g + tm->lj->g_vmstate || !n || n >= TRACENO_MAX)
+		return NULL;
+	tr = trace_get(tm, g, n, err);
+	return tr && tr->mcode == ip ? tr : NULL;
+}
+
 int tracemap__expand(struct tracemap *tm, __u64 g, const struct nupp_frame *in, int depth,
 		     struct nupp_frame *out, int max, int *n)
 {
@@ -1055,11 +1078,12 @@ int tracemap__expand(struct tracemap *tm, __u64 g, const struct nupp_frame *in, 
 	tr = trace_get(tm, g, NUPP_PC_TRACENO(in[0].pc), &err);
 	if (!tr)
 		return err ? err : TRACEMAP_UNMAPPED;
-	/* In code the trace called and no return into it was found, in exit
-	 * stubs, or in another trace (g->vmstate can still name the trace
-	 * that jumped there, whose frames the walk may not have). */
-	if (ip < tr->mcode || ip >= tr->mcode + tr->szmcode)
-		return TRACEMAP_UNMAPPED;
+	/* In another trace's first instruction (entered through a link), in
+	 * code the trace called and no return into it was found, or in exit
+	 * stubs. */
+	if ((ip < tr->mcode || ip >= tr->mcode + tr->szmcode) &&
+	    !(tr = trace_entered_at(tm, g, ip, &err)))
+		return err ? err : TRACEMAP_UNMAPPED;
 	i = snap_at(tm, tr, (__u32)(ip - tr->mcode));
 	ch = &tr->chains[i];
 	if (!ch->state && (err = chain_resolve(tm, tr, i, ch)))
