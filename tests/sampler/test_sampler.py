@@ -487,13 +487,18 @@ def test_trace_linking_into_inlined_frames(nupp, lua_build_ready, build_name):
 @pytest.mark.parametrize("mode", ["interp", "jit"])
 @pytest.mark.parametrize("build_name", WORKLOAD_BUILDS)
 def test_lines(nupp, lua_build_ready, build_name, mode):
-    """--lines, lines.lua: work() spends ~92 % of its time on its HOT line
+    """--lines, lines.lua: work() spends most of its time on its HOT line
     and the rest on its COLD one, interpreted and compiled. The samples in
     work() name its line (lines.lua:work:N) under the main chunk's frame
     with the line of its call (lines.lua:0:CALL), all but 1 % (a compiled
     sample taken in code the trace called, or an interpreted one where the
-    VM keeps no pc, has none); >= 85 % are on HOT, and COLD has 2-15 %. The
-    flame graph's tooltips name the lines too."""
+    VM keeps no pc, has none); >= 75 % are on HOT, and COLD has 2-22 %. The
+    flame graph's tooltips name the lines too. Model: the split is the
+    interpreter's, not timed. Interpreted, it read 91/8 % (HOT/COLD) on a
+    quiet machine and 84/13 % in 1 run of 4 beside a busy loop per CPU
+    (and in a CI run with another test beside it; the loop's line then had
+    2.5 %): the bounds lie 9 points beyond that mode, 15 binomial standard
+    deviations at the ~3,000 samples of a run."""
     b = lua_build_ready(build_name)
     svg = nupp.tmp / "lines.svg"
     run = nupp.launch(b, workload("lines.lua"), mode, 3, extra=("--lines", "--svg", svg))
@@ -513,8 +518,8 @@ def test_lines(nupp, lua_build_ready, build_name, mode):
         line = int(m[1]) if m[1] else None
         by_line[line] = by_line.get(line, 0) + c
     assert by_line.get(None, 0) <= 0.01 * n, f"{by_line.get(None)} samples without a line:\n{text}"
-    assert by_line.get(truth["hot"], 0) >= 0.85 * n, (truth, by_line)
-    assert 0.02 * n <= by_line.get(truth["cold"], 0) <= 0.15 * n, (truth, by_line)
+    assert by_line.get(truth["hot"], 0) >= 0.75 * n, (truth, by_line)
+    assert 0.02 * n <= by_line.get(truth["cold"], 0) <= 0.22 * n, (truth, by_line)
     titles = re.findall(r"<title>([^<]*)</title>", svg.read_text())
     for line in ("hot", "cold"):
         assert any(t.startswith(f"lines.lua:work:{truth[line]} (") for t in titles), titles

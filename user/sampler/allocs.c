@@ -116,10 +116,10 @@ static int attach_session(struct sampler *s, struct target *tg, const char *path
 }
 
 /* Where allocator at (a runtime address of tg's process) lies: a file, the
- * function's address in it (*vaddr) and its file offset (*off). LuaJIT's file, or another one the
- * process maps (a host's allocator given to lua_newstate), reached through
- * map_files across mount namespaces as the target's own file is. 0, or -1
- * with the reason in why. */
+ * function's address in it (*vaddr) and its file offset (*off). LuaJIT's
+ * file, or another one the process maps (a host's allocator given to
+ * lua_newstate), reached through map_files across mount namespaces as the
+ * target's own file is. 0, or -1 with the reason in why. */
 static int allocator_file(struct target *tg, __u64 at, char *path, size_t pathsz, __u64 *vaddr,
 			  __u64 *off, char *why, size_t whysz)
 {
