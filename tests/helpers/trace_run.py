@@ -7,6 +7,7 @@ with --show) the target's stdout, stderr, exit status, the truth sites, the
 collector's sites and both totals.
 """
 import csv
+import errno
 import os
 import subprocess
 import sys
@@ -42,16 +43,24 @@ def lua_env(luajit):
     return env
 
 
-def wait_exec(pid, name, timeout=10.0):
-    """Until process pid runs the program name (a wrapper has executed it)."""
+def wait_exec(pid, name, timeout=30.0):
+    """Until process pid runs the program name (a wrapper has executed it).
+    A collector attached to the wrapper instead finds no LuaJIT and never
+    opens the sync FIFO, and the target then waits on it for good: fail
+    here, saying so, rather than time out later with nothing said."""
     deadline = time.monotonic() + timeout
+    seen = None
     while time.monotonic() < deadline:
         try:
-            if os.path.basename(os.readlink("/proc/%d/exe" % pid)) == name:
-                return
-        except OSError:
+            seen = os.readlink("/proc/%d/exe" % pid)
+        except OSError as e:
+            if e.errno == errno.ESRCH or not os.path.exists("/proc/%d" % pid):
+                return		# gone: the target's own status tells why
+            seen = str(e)
+        if os.path.basename(seen) == name:
             return
         time.sleep(0.005)
+    raise AssertionError(f"process {pid} did not execute {name} within {timeout} s (exe: {seen})")
 
 
 def run(luajit, prog, benign=False, bpf=True, hook=True, env=None, timeout=120, drain=True):
@@ -90,7 +99,19 @@ def run(luajit, prog, benign=False, bpf=True, hook=True, env=None, timeout=120, 
             if benign:
                 dargs.insert(1, "--benign")
             dev = subprocess.Popen(dargs, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        out, err = target.communicate(timeout=timeout)
+        try:
+            out, err = target.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # The target waits on a FIFO the collector never opened: say
+            # what the collector said.
+            target.kill()
+            target.communicate()
+            derr = b""
+            if dev:
+                dev.kill()
+                derr = dev.communicate()[1]
+            raise AssertionError(f"{cmd} did not end within {timeout} s; the collector "
+                                 f"said: {derr.decode(errors='replace')}")
         wall = time.monotonic() - t0
         res = {"stdout": out, "stderr": err, "status": target.returncode, "wall": wall}
         if dev:
