@@ -50,19 +50,17 @@ clean-luajit:
 	rm -rf $(B)/luajit $(B)/stock $(B)/gen/lj_builds.c
 
 # --- test host embedding LuaJIT (libluajit-5.1.so.2 chosen at run time) ------
-$(B)/tests/luahost: tests/integration/hosts/luahost.c
-	$(call msg,CC,$@)
-	$(Q)mkdir -p $(@D) && $(CC) -O2 -g -Wall -Wextra -I$(LUAJIT_INC) $< -o $@ -lluajit-5.1 -lpthread
 
-# The same host linked to libraries of nupp-bpf's own dependencies (by
+# luahost-libs: the same host linked to libraries of nupp-bpf's own dependencies (by
 # soname: no -dev package needed), between LuaJIT and the C library in its
 # NEEDED list: the loader maps them between the two, so the C library lies
 # farther from the interpreter than the 8 files nupp_proc.code[] lists, as in
 # a server that links many (pdns_recursor).
 HOST_LIBS := bpf.so.1 dw.so.1 elf.so.1 z.so.1 md.so.0 jansson.so.4 zstd.so.1 lzma.so.5 bz2.so.1.0
-$(B)/tests/luahost-libs: tests/integration/hosts/luahost.c
+$(B)/tests/luahost-libs: HOST_LDLIBS := -Wl,--no-as-needed $(patsubst %,-l:lib%,$(HOST_LIBS)) -Wl,--as-needed
+$(B)/tests/luahost $(B)/tests/luahost-libs: tests/integration/hosts/luahost.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) -O2 -g -Wall -Wextra -I$(LUAJIT_INC) $< -o $@ -lluajit-5.1 \
-		-Wl,--no-as-needed $(patsubst %,-l:lib%,$(HOST_LIBS)) -Wl,--as-needed -lpthread
+		$(HOST_LDLIBS) -lpthread
 
 all: $(B)/gen/lj_builds.c $(B)/tests/luahost $(B)/tests/luahost-libs

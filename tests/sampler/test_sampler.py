@@ -416,6 +416,16 @@ def test_inlined_callees(nupp, lua_build_ready, build_name, mode):
 CCALLS = [(b, m) for b in WORKLOAD_BUILDS for m in ("alloc", "libm", "strings")]
 
 
+def assert_calls_into_c_map(run):
+    """A ccalls.lua run: resolved, >= 100 compiled samples, >= 97 % of
+    them mapped (the model: test_trace_calling_c_code)."""
+    assert run.returncode == 0, run
+    assert_resolves(run)
+    m = MAPPED_RE.search(run.stderr)
+    assert m and int(m[2]) >= 100, run
+    assert int(m[1]) >= 0.97 * int(m[2]), run
+
+
 @pytest.mark.parametrize("build_name, mode", CCALLS)
 def test_trace_calling_c_code(nupp, lua_build_ready, build_name, mode):
     """ccalls.lua: a compiled loop that spends its trace's time in the C
@@ -435,11 +445,7 @@ def test_trace_calling_c_code(nupp, lua_build_ready, build_name, mode):
     run has 21 or more where 2.1 are expected: Poisson tail below 1e-12."""
     b = lua_build_ready(build_name)
     run = nupp.launch(b, workload("ccalls.lua"), mode, 2, timeout=120)
-    assert run.returncode == 0, run
-    assert_resolves(run)
-    m = re.search(r"^  compiled: (\d+) of (\d+) samples mapped", run.stderr, re.M)
-    assert m and int(m[2]) >= 100, run
-    assert int(m[1]) >= 0.97 * int(m[2]), run
+    assert_calls_into_c_map(run)
 
 
 def test_trace_calling_c_code_among_many_libraries(nupp, lua_build_ready):
@@ -455,11 +461,7 @@ def test_trace_calling_c_code_among_many_libraries(nupp, lua_build_ready):
     b = lua_build_ready("stock-luajit-host")
     run = nupp.record(["--", str(LUAHOST_LIBS), str(workload("ccalls.lua")), "strings", 2],
                       env=b.environ(), timeout=120)
-    assert run.returncode == 0, run
-    assert_resolves(run)
-    m = re.search(r"^  compiled: (\d+) of (\d+) samples mapped", run.stderr, re.M)
-    assert m and int(m[2]) >= 100, run
-    assert int(m[1]) >= 0.97 * int(m[2]), run
+    assert_calls_into_c_map(run)
 
 
 @pytest.mark.parametrize("build_name", WORKLOAD_BUILDS)
