@@ -329,6 +329,47 @@ def test_pid_reads_loaded_and_generated_code(build):
         p.wait()
 
 
+def registry_layout(program):
+    """The layout nupp-bpf's registry holds for the build it identifies
+    program as (`nupp-bpf inspect`'s build line)."""
+    r = subprocess.run([str(NUPP), "inspect", program], capture_output=True, text=True, check=True)
+    build_id = re.search(r"^build\s+(\S+)", r.stdout, re.M).group(1)
+    text = (BUILD / "gen" / "lj_builds.c").read_text()
+    entry = re.search(r'\.id = "%s",(.*?)\n\t\},' % re.escape(build_id), text, re.S).group(1)
+    body = re.search(r"\.layout = \{(.*?)\}", entry, re.S).group(1)
+    return {k: int(v) for k, v in re.findall(r"\.(\w+) = (-?\d+),", body)}
+
+
+@pytest.mark.parametrize("build", CHECK_BUILDS)
+def test_pid_a_stale_prototype_claims_no_other_chunks_child(build):
+    """check -p PID joins a closure's prototype to the parent whose FNEW
+    names it only when both carry the same chunk name object: a freed
+    prototype whose constants' memory came to name another chunk's child
+    (an nginx worker's handler.lua closure was once reported as ctx.lua's)
+    does not take it; and of two parents of one name (a stale copy of the
+    chunk's own), the one the child did not join keeps no reference to it
+    (it had pointed at a wrong prototype, and check -p crashed). stale.lua
+    makes both above the real parent, where the scan meets them last."""
+    b = ready_build(build)
+    lay = registry_layout(b.argv[0])
+    env = dict(b.environ(), **{k.upper(): str(lay[k]) for k in
+                               ("fn_pc", "pt_size", "pt_sizept", "pt_k", "pt_lineinfo")})
+    p = subprocess.Popen(list(b.command("stale.lua")), cwd=CHECK, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert p.stdout.readline() == "ready\n", p.stderr.read() if p.poll() is not None else ""
+        r = subprocess.run([str(NUPP), "check", "-p", str(p.pid)], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 1, r.stderr
+        fnew = [(x[0], x[6]) for x in rows(r.stdout) if x[3] == "trace.nyi-bytecode.FNEW"]
+        assert ("blacklist", "live:2") in fnew, fnew
+        assert not [loc for _, loc in fnew if loc.startswith("stale:") and loc != "stale:1"], fnew
+        assert p.poll() is None		# unharmed, still running
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_pid_errors():
     r = subprocess.run([str(NUPP), "check", "-p", "999999999"], capture_output=True, text=True)
     assert (r.returncode, r.stderr) == (2, "nupp-bpf: error: no process with PID 999999999\n")

@@ -9,7 +9,9 @@
  * PROTO, its first instruction is a function header (FUNCF/FUNCV and their
  * I/J variants) whose A operand is the frame size, its chunk name is a
  * string object, its line info lies after its bytecode. A child found as
- * a constant of an FNEW is joined to its parent; each prototype nothing
+ * a constant of an FNEW is joined to its parent, if it has its parent's
+ * chunk name object (a freed prototype's constants may name another
+ * chunk's child once their memory is reused); each prototype nothing
  * creates is the root of a chunk (a file's main chunk, a loadstring'd
  * one, or a function whose parent was collected). Upvalue references are
  * not part of the layout nupp-bpf carries: upvalues hold nothing known,
@@ -280,8 +282,13 @@ static int read_proto(struct scan *s, int i, const int *jop, const int *kop, int
 			}
 		} else if (gct == LJ_GCT_PROTO) {
 			int c = find(s, ref);
+			__u64 cchunk;
 
-			if (c >= 0 && c != i) {
+			/* The parser gives every prototype of a chunk the chunk's
+			 * own name object: a parent naming another is a stale
+			 * one (freed, its constants' memory reused since). */
+			if (c >= 0 && c != i && !rd(s, &cchunk, 8, ref + lj->pt_chunkname) &&
+			    (cchunk & LJ_GCVMASK) == (chunk & LJ_GCVMASK)) {
 				kc->type = BC_KGC_CHILD;
 				kc->child = c;	/* a scan index until the chunk is laid out */
 				s->v[c].parent = i;
@@ -372,9 +379,16 @@ int check__process(pid_t pid, const struct check_ctx *c, const struct lj_layout 
 			if (!pt->kgc)
 				goto out;
 			memcpy(pt->kgc, s.v[order[q]].pt.kgc, (pt->nkgc + 1) * sizeof(*pt->kgc));
-			for (int k = 0; k < pt->nkgc; k++)
-				if (pt->kgc[k].type == BC_KGC_CHILD)
-					pt->kgc[k].child = s.v[pt->kgc[k].child].index;
+			for (int k = 0; k < pt->nkgc; k++) {
+				int child = pt->kgc[k].child;
+
+				/* Two parents of one name (a stale copy of the
+				 * chunk) claimed it: only the one it joined keeps it. */
+				if (pt->kgc[k].type == BC_KGC_CHILD && s.v[child].parent != order[q])
+					pt->kgc[k].type = BC_KGC_TAB;
+				else if (pt->kgc[k].type == BC_KGC_CHILD)
+					pt->kgc[k].child = s.v[child].index;
+			}
 		}
 		ch.name = s.v[root].name;
 		ch.fr2 = 1;	/* the layouts nupp-bpf reads are GC64's */
