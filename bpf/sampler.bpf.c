@@ -2,8 +2,8 @@
 /*
  * sampler.bpf.c - statistical sampler of LuaJIT VM state and Lua stacks.
  *
- * Runs on a timer (a cpu-clock perf_event per CPU, or the scheduler tick) in
- * the context of the interrupted task. For a configured target process it
+ * Runs on a timer (a cpu-clock perf_event on each target thread, or the
+ * scheduler tick) in the context of the interrupted task. For a target it
  * finds the VM (global_State) from the DISPATCH register r14, reads the VM
  * state, picks the stack source that is valid in that state, walks the Lua
  * frames and counts the stack in a table that userspace reads in place.
@@ -34,6 +34,10 @@ volatile __u32 paused;			/* set by userspace: count, don't record */
  * (--max-cpu: 2, 4...), so that counts stay samples at the rate asked and
  * every profile of the session keeps one period (sampler__slow_down). */
 volatile __u32 weight = 1;
+/* The cpu-clock events are the target threads' own (inherited by the
+ * threads and processes they start), not one per CPU: see on_cpu_clock. */
+const volatile __u32 task_events;
+const volatile __u64 period_ns;		/* of the cpu-clock events, as opened */
 
 /* Target processes by slot, their layout in procs[slot]. The first
  * NUPP_MAX_TARGETS slots list their tgid in target_tgid[slot] (0 ends the
@@ -616,9 +620,28 @@ static __always_inline struct sampler_scratch *scratch_for(const struct task_str
 	return sc;
 }
 
-/* Every CPU runs the sampler for whatever task it interrupted: a task of
- * another process returns after its tgid and one cache line of target_tgid.
- * One helper call finds the task; its tgid, pid and (in kernel mode) user
+/* With task events, does this sample count? Its event must be the
+ * process's own: one userspace opened on a thread of it, or one inherited
+ * from such (a thread it started since). A process started by another
+ * target after the events were opened inherits that one's too, until
+ * userspace opens its own: those do not count, or its samples would count
+ * twice. Each process's events are opened with a period of their own, the
+ * rate's plus its events_tag nanoseconds, which an inherited event keeps
+ * and the context gives (the hrtimer's period: perf_swevent_init_hrtimer()).
+ * A lowered rate (--max-cpu, weight > 1) keeps one sample in weight, at
+ * random: the events' periods stay their tags. */
+static __always_inline bool own_event_sample(const struct bpf_perf_event_data *ctx,
+					     const struct nupp_proc *p)
+{
+	if (ctx->sample_period != period_ns + p->events_tag)
+		return false;
+	return weight <= 1 || bpf_get_prandom_u32() % weight == 0;
+}
+
+/* With per-CPU events every CPU runs the sampler for whatever task it
+ * interrupted, with task events the targets' threads and what they
+ * started: a task of another process returns after its tgid and one cache
+ * line of target_tgid. One helper call finds the task; its tgid, pid and (in kernel mode) user
  * registers follow from it. */
 SEC("perf_event")
 int on_cpu_clock(struct bpf_perf_event_data *ctx)
@@ -628,7 +651,7 @@ int on_cpu_clock(struct bpf_perf_event_data *ctx)
 	struct nupp_proc *p = proc_of(pid);
 	struct sampler_scratch *sc;
 
-	if (!p || !(sc = scratch_for(task, pid)))
+	if (!p || (task_events && !own_event_sample(ctx, p)) || !(sc = scratch_for(task, pid)))
 		return 0;
 	/* Interrupted in user mode, the interrupt's registers are the task's
 	 * user registers: no helper call needed to find them. */

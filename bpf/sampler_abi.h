@@ -282,6 +282,8 @@ struct nupp_proc {
 	__u32 counts_mask;	/* slots of the counts table - 1 */
 	struct lj_layout lj;
 	__u32 slot;		/* its own slot; read only when the VM is not p->g */
+	__u32 events_tag;	/* task events: what its events' period has over
+				 * the rate's, in ns (own_event_sample()) */
 	__u64 vmless;		/* its samples that found no VM (NUPP_ERR_NO_VM): userspace
 				 * tells apart those taken before it had one */
 	__u64 vmless_named;	/* vmless + 1 when luaL_openlibs first named a VM

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Running nupp-bpf, and reading what it wrote: collapsed stacks, the
 summary on stderr; the machine's steal while it ran."""
+import math
 import os
 import re
 import subprocess
@@ -161,6 +162,19 @@ def assert_rate(n, cpu, hz, what="", steal=0.0):
     assert 0.6 * want <= n <= high * want, \
         f"{what}{n} samples for {cpu:.2f} s of CPU at {hz} Hz (expected about {want:.0f}, " \
         f"at most {high * want:.0f} with steal {100 * steal:.1f} %)"
+
+
+def poisson_bound(mean, false_alarm=1e-4):
+    """The least k with P(X > k) < false_alarm for X Poisson with this mean:
+    a count of rare independent events held to it fails by chance less
+    often than that."""
+    k, term = 0, math.exp(-mean)
+    cdf = term
+    while 1 - cdf >= false_alarm:
+        k += 1
+        term *= mean / k
+        cdf += term
+    return k
 
 
 def share_tol(n, want_pct, timing_pts=1.0):

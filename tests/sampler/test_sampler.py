@@ -27,7 +27,7 @@ import pytest
 
 from helpers.paths import LUAHOST_LIBS
 from helpers import (BUILDS, assert_rate, JP_ARGS, LUAJIT_ROOT, Nupp, ROOT, Run, STOCK_LUAJIT, StealLog, frames, max_depth,
-                      parse_jp_states, parse_truth, share, share_tol, top, total, wait_for, workload)
+                      parse_jp_states, parse_truth, poisson_bound, share, share_tol, top, total, wait_for, workload)
 
 FREQ = 997
 MAX_UNRESOLVED = 0.01		# at most 1 % of the samples may not resolve
@@ -935,13 +935,17 @@ def test_interp_base_around_c_calls(nupp):
     rdx is BASE but the frame is half made (kernel-notes/sampler.md): in
     lj_BC_CALL after BASE moved to the callee and before its link is stored,
     in lj_BC_RET1 after the result overwrote the function and before BASE
-    moves back; about 1 sample in 10,000 each, counted as `bad frame base` or
-    `read fault`. At most 0.2 % may be; the samples of lua_close's empty stack
-    count as outside Lua, not as unresolved."""
+    moves back, counted as `bad frame base` or `read fault`; the samples of
+    lua_close's empty stack count as outside Lua, not as unresolved. The
+    model: each sample lands in such a window on its own, with a probability
+    measured at 1 in 1,600 to 1 in 3,600 (10 runs of ~1,000 samples each
+    way of opening the timer, 2026-12-06). The count is held to the Poisson
+    bound of 1 in 1,000 (false alarm < 1e-4): the rdx of the old code gave
+    8 in 1,000."""
     run = nupp.launch(STOCK_LUAJIT, ROOT / "tests/bench/driver.lua", "gc_heavy")
     assert run.returncode == 0, run
     m = re.search(r"bad frame base (\d+)", run.stderr)
-    assert not m or int(m[1]) <= 0.002 * run.summary.unresolved_of, run.stderr
+    assert not m or int(m[1]) <= poisson_bound(0.001 * run.summary.unresolved_of), run.stderr
     assert run.unresolved_fraction() <= 0.01, run.stderr
     assert share(run.rows, lambda f: f[-1].startswith("gc_heavy")) >= 0.5, run.output.read_text()
 

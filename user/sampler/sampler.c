@@ -17,6 +17,7 @@
 #include <string.h>
 #include <poll.h>
 #include <unistd.h>
+#include <dirent.h>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -68,24 +69,64 @@ static size_t procs_bytes(void)
 
 static int on_new_slot(void *ctx, void *data, size_t size);
 
-static int attach_cpu_clock(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
+/* tag: a task event's nanoseconds over the period (own_event_sample()). */
+static struct perf_event_attr cpu_clock_attr(const struct sampler *s, __u32 tag)
 {
-	int ncpu = libbpf_num_possible_cpus();
-	struct perf_event_attr attr = {
+	return (struct perf_event_attr){
 		.type = PERF_TYPE_SOFTWARE,
 		.config = PERF_COUNT_SW_CPU_CLOCK,
-		.size = sizeof(attr),
+		.size = sizeof(struct perf_event_attr),
 		/* cpu-clock counts nanoseconds: a fixed period gives the asked
 		 * rate from the first sample on, where freq mode adapts slowly. */
-		.sample_period = s->period_ns,
+		.sample_period = s->period_ns + tag,
 		/* An idle CPU runs no target: no program run there. */
-		.exclude_idle = 1,
+		.exclude_idle = !s->task_events,
+		/* A thread's event is copied to the threads and processes it
+		 * starts (on_cpu_clock counts a process's own ones only). */
+		.inherit = s->task_events,
 	};
+}
 
-	s->links = calloc(ncpu, sizeof(*s->links));
-	s->perf_fds = calloc(ncpu, sizeof(*s->perf_fds));
-	if (!s->links || !s->perf_fds)
-		return -ENOMEM;
+/* Run on_cpu_clock on the event fd; its link owns fd. */
+static int link_event(struct sampler *s, int fd, const char *what, char *err, size_t errsz)
+{
+	struct bpf_link *link;
+
+	if (s->nlinks == s->links_cap) {	/* two arrays, one length */
+		int cap = s->links_cap ? 2 * s->links_cap : 8;
+		void *l = realloc(s->links, cap * sizeof(*s->links));
+
+		if (l)
+			s->links = l;
+		l = l ? realloc(s->perf_fds, cap * sizeof(*s->perf_fds)) : NULL;
+		if (!l) {
+			close(fd);
+			snprintf(err, errsz, "out of memory");
+			return -1;
+		}
+		s->perf_fds = l;
+		s->links_cap = cap;
+	}
+	link = bpf_program__attach_perf_event(s->skel->progs.on_cpu_clock, fd);
+	if (!link) {
+		snprintf(err, errsz, "failed to attach sampler to %s: %s", what, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	s->links[s->nlinks] = link;
+	s->perf_fds[s->nlinks++] = fd;
+	return 0;
+}
+
+/* One cpu-clock event per CPU: every task is interrupted, the BPF program
+ * returns at once for all but the targets'. Where on_cpu_clock cannot tell
+ * an event's thread (task_events_possible()). */
+static int attach_cpu_clock(struct sampler *s, char *err, size_t errsz)
+{
+	struct perf_event_attr attr = cpu_clock_attr(s, 0);
+	int ncpu = libbpf_num_possible_cpus();
+	char what[32];
+
 	for (int cpu = 0; cpu < ncpu; cpu++) {
 		int fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 
@@ -96,16 +137,125 @@ static int attach_cpu_clock(struct sampler *s, const struct sampler_opts *o, cha
 				 strerror(errno));
 			return -1;
 		}
-		s->links[s->nlinks] = bpf_program__attach_perf_event(s->skel->progs.on_cpu_clock, fd);
-		if (!s->links[s->nlinks]) {
-			snprintf(err, errsz, "failed to attach sampler on CPU %d: %s", cpu, strerror(errno));
-			close(fd);
+		snprintf(what, sizeof(what), "CPU %d", cpu);
+		if (link_event(s, fd, what, err, errsz))
 			return -1;
-		}
-		s->perf_fds[s->nlinks++] = fd;	/* the link closes it */
 	}
 	return 0;
 }
+
+/* The events of process pid: where it is listed, with its tag; NULL when
+ * it has none. A tag is the least no live listed process holds: periods
+ * stay within a few nanoseconds of the rate's. */
+static struct evented *evented_of(struct sampler *s, pid_t pid, const struct proc_stat *st)
+{
+	for (int i = 0; i < s->nevented; i++)
+		if (s->evented[i].pid == pid && s->evented[i].start == st->start)
+			return &s->evented[i];
+	return NULL;
+}
+
+static __u32 free_tag(struct sampler *s)
+{
+	struct proc_stat st;
+	__u32 tag = 1;
+
+	/* Those gone, or whose pid another process has now, free theirs. */
+	for (int i = 0; i < s->nevented; i++)
+		if (procmem__stat(s->evented[i].pid, &st) || st.start != s->evented[i].start)
+			s->evented[i--] = s->evented[--s->nevented];
+	for (int i = 0; i < s->nevented; i++)
+		if (s->evented[i].tag == tag) {
+			tag++;
+			i = -1;		/* again, from the start */
+		}
+	return tag;
+}
+
+/* Task events: a cpu-clock event on each thread of target process pid,
+ * tagged with its own period (s->evented), once per process: it keeps its
+ * events across an exec. Only the targets' CPUs are interrupted: per-CPU
+ * events cost every busy CPU of the machine its timer interrupts
+ * (docs/benchmarks.md, the nginx table). A thread started while the list
+ * is read is started by one with an event already (and inherits it) or is
+ * listed by the next pass. Its tag is set in its slot before its first
+ * event opens. */
+static int open_task_events(struct sampler *s, struct target *tg, char *err, size_t errsz)
+{
+	pid_t pid = tg->pid;
+	struct perf_event_attr attr;
+	struct proc_stat st;
+	struct evented *ev;
+	pid_t *done = NULL;
+	int ndone = 0, cap = 0, added = 1, ret = -1;
+	char path[64], what[48];
+
+	if (procmem__stat(pid, &st))
+		return 0;	/* gone: nothing to sample */
+	if ((ev = evented_of(s, pid, &st))) {
+		SET_LIVE(s, tg, events_tag, ev->tag);	/* executed another program */
+		return 0;
+	}
+	if (ARRAY_ROOM(s->evented, s->nevented, s->evented_cap, 8)) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	s->evented[s->nevented] = (struct evented){ pid, st.start, free_tag(s) };
+	SET_LIVE(s, tg, events_tag, s->evented[s->nevented].tag);
+	attr = cpu_clock_attr(s, s->evented[s->nevented++].tag);
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	for (int pass = 0; added && pass < 16; pass++) {
+		DIR *d = opendir(path);
+		struct dirent *e;
+
+		added = 0;
+		if (!d)
+			break;		/* gone */
+		while ((e = readdir(d))) {
+			pid_t tid = atoi(e->d_name);
+			int seen = 0, fd;
+
+			for (int i = 0; i < ndone && !seen; i++)
+				seen = done[i] == tid;
+			if (tid <= 0 || seen)
+				continue;
+			if (ARRAY_ROOM(done, ndone, cap, 16)) {
+				snprintf(err, errsz, "out of memory");
+				closedir(d);
+				goto out;
+			}
+			done[ndone++] = tid;
+			fd = syscall(__NR_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+			if (fd < 0) {
+				if (errno == ESRCH)
+					continue;	/* the thread exited */
+				snprintf(err, errsz, "failed to open a cpu-clock event on thread %d: %s",
+					 tid, strerror(errno));
+				closedir(d);
+				goto out;
+			}
+			snprintf(what, sizeof(what), "thread %d", tid);
+			if (link_event(s, fd, what, err, errsz)) {
+				closedir(d);
+				goto out;
+			}
+			added++;
+		}
+		closedir(d);
+	}
+	ret = 0;
+out:
+	free(done);
+	return ret;
+}
+
+/* Task events, unless NUPP_CPU_EVENTS=1 asks for per-CPU ones (the
+ * benchmarks' comparison). */
+static bool task_events_wanted(void)
+{
+	return !getenv("NUPP_CPU_EVENTS");
+}
+
 
 /* Address of the kernel's scheduler tick handler (an hrtimer callback):
  * tick_nohz_handler since Linux 6.11, tick_sched_timer before. 0 if none. */
@@ -239,6 +389,9 @@ static int configure_object(struct sampler *s, const struct sampler_opts *o, cha
 	s->skel->rodata->walk_turns = 2 * (o->depth + 1) < NUPP_MAX_DEPTH ? 2 * (o->depth + 1)
 									   : NUPP_MAX_DEPTH;
 	s->skel->rodata->leaf_pc = o->lines;
+	s->task_events = o->clock == SAMPLER_CLOCK_CPU && task_events_wanted();
+	s->skel->rodata->task_events = s->task_events;
+	s->skel->rodata->period_ns = s->period_ns;
 	bpf_map__set_max_entries(s->skel->maps.counts, s->table_len);
 	bpf_map__set_value_size(s->skel->maps.stacks, s->frames_size);
 	bpf_map__set_max_entries(s->skel->maps.stacks, o->max_stacks);
@@ -318,7 +471,7 @@ static int attach_one(struct sampler *s, struct bpf_program *prog, const char *w
 		snprintf(err, errsz, "failed to attach to %s: %s", where, strerror(errno));
 		return -1;
 	}
-	s->nlinks = 1;
+	s->nlinks = s->links_cap = 1;
 	return 0;
 }
 
@@ -333,7 +486,7 @@ static int attach(struct sampler *s, const struct sampler_opts *o, char *err, si
 			return -1;
 	} else if (o->clock == SAMPLER_CLOCK_ALLOC) {
 		/* Probes on each target's allocators (allocs__watch). */
-	} else if (attach_cpu_clock(s, o, err, errsz)) {
+	} else if (!s->task_events && attach_cpu_clock(s, err, errsz)) {
 		return -1;
 	}
 	s->exec_link = bpf_program__attach(s->skel->progs.on_exec);
@@ -488,6 +641,7 @@ void sampler__close(struct sampler *s)
 	sampler__stop(s);	/* the timers and the exec hook */
 	free(s->links);
 	free(s->perf_fds);
+	free(s->evented);
 	sampler_bpf__destroy(s->skel);
 	for (int i = 0; i < s->ntargets; i++)
 		free_target(s->targets[i], true);
@@ -628,6 +782,9 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 	if (t->ngs)
 		tg->vm_known_at = 1;
 	s->targets[s->ntargets++] = tg;
+	/* Enlisted first: its samples count from its first event's on. */
+	if (s->task_events && open_task_events(s, tg, err, errsz))
+		return -1;
 	/* Sampled from now on; walked with the caches once their probe is on.
 	 * Attaching a uprobe can take a while (it waits for any uprobe being
 	 * removed, ~0.1 s each), and sampling need not wait for it. */
@@ -740,7 +897,9 @@ int sampler__slow_down(struct sampler *s)
 	if (!s->perf_fds || !s->nlinks || s->weight >= SAMPLER_WEIGHT_MAX)
 		return -ENOTSUP;
 	period = s->period_ns * s->weight * 2;
-	for (int i = 0; i < s->nlinks; i++)
+	/* Task events keep their periods, which tell whose they are: the
+	 * program keeps one sample in weight (own_event_sample()). */
+	for (int i = 0; i < s->nlinks && !s->task_events; i++)
 		if (ioctl(s->perf_fds[i], PERF_EVENT_IOC_PERIOD, &period))
 			return -errno;
 	s->weight *= 2;

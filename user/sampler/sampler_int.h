@@ -64,7 +64,14 @@ struct sampler {
 	struct sampler_bpf *skel;
 	struct bpf_link **links;
 	int *perf_fds;			/* the cpu-clock events, links[i]'s; NULL on the tick */
-	int nlinks;
+	int nlinks, links_cap;
+	bool task_events;		/* cpu-clock events on the targets' threads, not per CPU */
+	struct evented {		/* the processes whose threads have them */
+		pid_t pid;
+		unsigned long long start;	/* procmem__stat's: exec keeps it */
+		__u32 tag;		/* nupp_proc.events_tag */
+	} *evented;
+	int nevented, evented_cap;
 	unsigned weight;		/* what a sample counts for (sampler__slow_down) */
 	struct bpf_link *exec_link;	/* on_exec */
 	size_t frames_size;		/* of a stacks map value: --depth + 1 frames */
