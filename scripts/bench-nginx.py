@@ -54,13 +54,15 @@ MODES = {
     "--clock tick": (["record", "--clock", "tick", "-o", "{out}.collapsed"], 1),
     "-F 99": (["record", "-F", "99", "-o", "{out}.collapsed"], 1),
     "-F 997": (["record", "-F", "997", "-o", "{out}.collapsed"], 1),
+    # The cpu-clock events of before: one per CPU, not on the targets' threads.
+    "-F 997 (per-CPU events)": (["NUPP_CPU_EVENTS=1", "record", "-F", "997", "-o", "{out}.collapsed"], 1),
     "default job -F 997": (["-F", "997", "-o", "{out}"], 1),
     "record --rotate 60": (["record", "--rotate", "60", "-o", "{out}.d"], 1),
     "record --wall": (["record", "--wall", "-o", "{out}.collapsed"], 1),
     "record --alloc": (["record", "--alloc", "-d", "3600", "-o", "{out}.pb.gz"], 1),
     # Not nupp-bpf: the kernel's own sampler at the same rate on every CPU,
-    # which is how nupp-bpf's cpu-clock events are opened (one per CPU).
-    # What it costs is what the timer's interrupts cost this machine.
+    # as the per-CPU mode opens its events: what the timer's interrupts on
+    # every busy CPU cost this machine.
     "perf record -a -F 997 (reference)": (["perf", "record", "-q", "-a", "-e", "cpu-clock",
                                            "-c", "1003009", "-o", "{out}.perf"], 1),
     "none (4 workers)": (None, 4),
@@ -156,8 +158,12 @@ def attach(args, server, out):
         if p.poll() is not None:
             die(f"perf failed: {p.stderr.read()}")
         return p
+    env = dict(os.environ)
+    while "=" in args[0]:		# leading NAME=VALUE: nupp-bpf's environment
+        k, _, v = args[0].partition("=")
+        env[k], args = v, args[1:]
     argv = [str(NUPP), *[a.format(out=out) for a in args], "--children", "-p", str(server.pid)]
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     seen = 0
     for line in p.stderr:
         if re.match(r"nupp-bpf: recording PID \d+: .*, a child of PID", line):
@@ -240,7 +246,9 @@ def main():
           "mode's requests/s against the same round's unprofiled run (lowest..highest); "
           "*nupp-bpf CPU* = its own CPU time over the measurement (not its start), in % of one core "
           "(perf's own in the reference row: the kernel's sampler at the same rate on every CPU, "
-          "as nupp-bpf opens its cpu-clock events, which shows what the timer's interrupts cost); "
+          "as the per-CPU row opens nupp-bpf's cpu-clock events (`NUPP_CPU_EVENTS=1`) where "
+          "the others open them on the workers' threads: what the timer's interrupts on every "
+          "busy CPU cost); "
           "*workers' CPU* the same for the server's workers. nupp-bpf attaches to the master "
           f"with `--children` before wrk starts and stops after it. The run took {took:.0f} s.")
     print()

@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from helpers.paths import LUAHOST_LIBS
-from helpers import (BUILDS, assert_rate, JP_ARGS, LUAJIT_ROOT, Nupp, ROOT, Run, STOCK_LUAJIT, StealLog, frames, max_depth,
-                      parse_jp_states, parse_truth, poisson_bound, share, share_tol, top, total, wait_for, workload)
+from helpers import (BUILDS, NUPP, assert_rate, JP_ARGS, LUAJIT_ROOT, Nupp, ROOT, Run, STOCK_LUAJIT, StealLog, frames, max_depth,
+                      parse_jp_states, parse_truth, poisson_bound, SUMMARY_RE, share, share_tol, top, total, wait_for, workload)
 
 FREQ = 997
 MAX_UNRESOLVED = 0.01		# at most 1 % of the samples may not resolve
@@ -1064,6 +1064,65 @@ def test_rate(nupp, target, opt, hz):
     run, cpu = nupp.record_cpu(["record", *opt, "-d", 2, "-p", t.pid], t.pid)
     assert run.returncode == 0, run
     assert_rate(total(run.rows), cpu, hz, steal=run.steal)
+
+
+def local_timer_interrupts(cpu):
+    """The local APIC timer interrupts CPU cpu has taken (/proc/interrupts)."""
+    with open("/proc/interrupts") as f:
+        for line in f:
+            if line.split(":")[0].strip() == "LOC":
+                return int(line.split()[1 + cpu])
+    pytest.fail("no LOC line in /proc/interrupts", pytrace=False)
+
+
+@pytest.mark.parametrize("events", ["task", "per-CPU"])
+def test_other_tasks_are_not_interrupted(nupp, target, events):
+    """The cpu-clock events are the target's threads' own: a busy task of
+    another process, alone on the other CPU, takes no more timer interrupts
+    while nupp-bpf records at 997 Hz than before (the target, nupp-bpf and
+    the test on CPU 0, a shell loop on CPU 1). The model: a busy CPU takes
+    the scheduler tick (CONFIG_HZ) and hrtimers of its own whoever profiles;
+    an event of nupp-bpf's on CPU 1 adds 997 a second (the per-CPU events
+    of NUPP_CPU_EVENTS=1, the second param, which must add at least 0.7 of
+    that). CPU 1's interrupts a second while recording, less its rate
+    measured just before, must stay under 0.3 of 997 with task events."""
+    cpus = os.sched_getaffinity(0)
+    if not {0, 1} <= cpus:
+        pytest.fail(f"this test needs CPUs 0 and 1, it may run on {sorted(cpus)}", pytrace=False)
+    os.sched_setaffinity(0, {0})	# the test itself, and what it starts
+    spinner = subprocess.Popen(["taskset", "-c", "1", "sh", "-c", "while :; do :; done"])
+    try:
+        t = target(STOCK_LUAJIT, workload("mixed.lua"), 60, ready="ready")
+        for task in os.listdir(f"/proc/{t.pid}/task"):
+            os.sched_setaffinity(int(task), {0})
+        t0, n0 = time.monotonic(), local_timer_interrupts(1)
+        time.sleep(2)
+        before = (local_timer_interrupts(1) - n0) / (time.monotonic() - t0)
+        env = dict(os.environ, **({"NUPP_CPU_EVENTS": "1"} if events == "per-CPU" else {}))
+        p = subprocess.Popen([str(NUPP), "record", "-F", "997", "-d", "2", "-o", "/dev/null",
+                              "-p", str(t.pid)], stderr=subprocess.PIPE, text=True, env=env)
+        err = []
+        for line in p.stderr:
+            err.append(line)
+            if line.startswith("nupp-bpf: recording PID"):
+                break
+        t0, n0 = time.monotonic(), local_timer_interrupts(1)
+        for line in p.stderr:
+            err.append(line)
+            if SUMMARY_RE.match(line):
+                break
+        during = (local_timer_interrupts(1) - n0) / (time.monotonic() - t0)
+        err.append(p.stderr.read())
+        assert p.wait(timeout=60) == 0, "".join(err)
+    finally:
+        spinner.kill()
+        spinner.wait()
+        os.sched_setaffinity(0, cpus)
+    added = during - before
+    if events == "task":
+        assert added < 0.3 * 997, f"CPU 1: {before:.0f} interrupts a second before, {during:.0f} while recording"
+    else:
+        assert added >= 0.7 * 997, f"CPU 1: {before:.0f} interrupts a second before, {during:.0f} while recording"
 
 
 def test_clock_tick(nupp, target):

@@ -87,35 +87,18 @@ static struct perf_event_attr cpu_clock_attr(const struct sampler *s, __u32 tag)
 	};
 }
 
-/* Run on_cpu_clock on the event fd; its link owns fd. */
-static int link_event(struct sampler *s, int fd, const char *what, char *err, size_t errsz)
+/* on_cpu_clock run on the event fd: its link, which owns fd; NULL with
+ * err said (fd closed). */
+static struct bpf_link *link_event(struct sampler *s, int fd, const char *what, char *err,
+				   size_t errsz)
 {
-	struct bpf_link *link;
+	struct bpf_link *link = bpf_program__attach_perf_event(s->skel->progs.on_cpu_clock, fd);
 
-	if (s->nlinks == s->links_cap) {	/* two arrays, one length */
-		int cap = s->links_cap ? 2 * s->links_cap : 8;
-		void *l = realloc(s->links, cap * sizeof(*s->links));
-
-		if (l)
-			s->links = l;
-		l = l ? realloc(s->perf_fds, cap * sizeof(*s->perf_fds)) : NULL;
-		if (!l) {
-			close(fd);
-			snprintf(err, errsz, "out of memory");
-			return -1;
-		}
-		s->perf_fds = l;
-		s->links_cap = cap;
-	}
-	link = bpf_program__attach_perf_event(s->skel->progs.on_cpu_clock, fd);
 	if (!link) {
 		snprintf(err, errsz, "failed to attach sampler to %s: %s", what, strerror(errno));
 		close(fd);
-		return -1;
 	}
-	s->links[s->nlinks] = link;
-	s->perf_fds[s->nlinks++] = fd;
-	return 0;
+	return link;
 }
 
 /* One cpu-clock event per CPU: every task is interrupted, the BPF program
@@ -127,6 +110,10 @@ static int attach_cpu_clock(struct sampler *s, char *err, size_t errsz)
 	int ncpu = libbpf_num_possible_cpus();
 	char what[32];
 
+	s->links = calloc(ncpu, sizeof(*s->links));
+	s->perf_fds = calloc(ncpu, sizeof(*s->perf_fds));
+	if (!s->links || !s->perf_fds)
+		return -ENOMEM;
 	for (int cpu = 0; cpu < ncpu; cpu++) {
 		int fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 
@@ -138,10 +125,21 @@ static int attach_cpu_clock(struct sampler *s, char *err, size_t errsz)
 			return -1;
 		}
 		snprintf(what, sizeof(what), "CPU %d", cpu);
-		if (link_event(s, fd, what, err, errsz))
+		if (!(s->links[s->nlinks] = link_event(s, fd, what, err, errsz)))
 			return -1;
+		s->perf_fds[s->nlinks++] = fd;	/* the link closes it */
 	}
 	return 0;
+}
+
+/* Close a process's task events (with the copies its threads inherited). */
+static void close_task_events(struct evented *ev)
+{
+	for (int i = 0; i < ev->nlinks; i++)
+		bpf_link__destroy(ev->links[i]);
+	free(ev->links);
+	ev->links = NULL;
+	ev->nlinks = ev->cap = 0;
 }
 
 /* The events of process pid: where it is listed, with its tag; NULL when
@@ -162,8 +160,10 @@ static __u32 free_tag(struct sampler *s)
 
 	/* Those gone, or whose pid another process has now, free theirs. */
 	for (int i = 0; i < s->nevented; i++)
-		if (procmem__stat(s->evented[i].pid, &st) || st.start != s->evented[i].start)
+		if (procmem__stat(s->evented[i].pid, &st) || st.start != s->evented[i].start) {
+			close_task_events(&s->evented[i]);
 			s->evented[i--] = s->evented[--s->nevented];
+		}
 	for (int i = 0; i < s->nevented; i++)
 		if (s->evented[i].tag == tag) {
 			tag++;
@@ -188,6 +188,7 @@ static int open_task_events(struct sampler *s, struct target *tg, char *err, siz
 	struct evented *ev;
 	pid_t *done = NULL;
 	int ndone = 0, cap = 0, added = 1, ret = -1;
+	__u32 tag;
 	char path[64], what[48];
 
 	if (procmem__stat(pid, &st))
@@ -196,13 +197,15 @@ static int open_task_events(struct sampler *s, struct target *tg, char *err, siz
 		SET_LIVE(s, tg, events_tag, ev->tag);	/* executed another program */
 		return 0;
 	}
+	tag = free_tag(s);	/* first: it drops the processes gone */
 	if (ARRAY_ROOM(s->evented, s->nevented, s->evented_cap, 8)) {
 		snprintf(err, errsz, "out of memory");
 		return -1;
 	}
-	s->evented[s->nevented] = (struct evented){ pid, st.start, free_tag(s) };
-	SET_LIVE(s, tg, events_tag, s->evented[s->nevented].tag);
-	attr = cpu_clock_attr(s, s->evented[s->nevented++].tag);
+	ev = &s->evented[s->nevented++];
+	*ev = (struct evented){ .pid = pid, .start = st.start, .tag = tag };
+	SET_LIVE(s, tg, events_tag, ev->tag);
+	attr = cpu_clock_attr(s, ev->tag);
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
 	for (int pass = 0; added && pass < 16; pass++) {
 		DIR *d = opendir(path);
@@ -235,10 +238,17 @@ static int open_task_events(struct sampler *s, struct target *tg, char *err, siz
 				goto out;
 			}
 			snprintf(what, sizeof(what), "thread %d", tid);
-			if (link_event(s, fd, what, err, errsz)) {
+			if (ARRAY_ROOM(ev->links, ev->nlinks, ev->cap, 4)) {
+				close(fd);
+				snprintf(err, errsz, "out of memory");
 				closedir(d);
 				goto out;
 			}
+			if (!(ev->links[ev->nlinks] = link_event(s, fd, what, err, errsz))) {
+				closedir(d);
+				goto out;
+			}
+			ev->nlinks++;
 			added++;
 		}
 		closedir(d);
@@ -471,7 +481,7 @@ static int attach_one(struct sampler *s, struct bpf_program *prog, const char *w
 		snprintf(err, errsz, "failed to attach to %s: %s", where, strerror(errno));
 		return -1;
 	}
-	s->nlinks = s->links_cap = 1;
+	s->nlinks = 1;
 	return 0;
 }
 
@@ -894,7 +904,7 @@ int sampler__slow_down(struct sampler *s)
 {
 	__u64 period;
 
-	if (!s->perf_fds || !s->nlinks || s->weight >= SAMPLER_WEIGHT_MAX)
+	if ((!s->task_events && (!s->perf_fds || !s->nlinks)) || s->weight >= SAMPLER_WEIGHT_MAX)
 		return -ENOTSUP;
 	period = s->period_ns * s->weight * 2;
 	/* Task events keep their periods, which tell whose they are: the
@@ -922,6 +932,8 @@ void sampler__stop(struct sampler *s)
 	for (int i = 0; i < s->nlinks; i++)
 		bpf_link__destroy(s->links[i]);
 	s->nlinks = 0;
+	for (int i = 0; i < s->nevented; i++)
+		close_task_events(&s->evented[i]);
 	bpf_link__destroy(s->exec_link);
 	s->exec_link = NULL;
 }

@@ -63,13 +63,15 @@ struct sampler {
 	struct channel channel;		/* first: the session's view of it */
 	struct sampler_bpf *skel;
 	struct bpf_link **links;
-	int *perf_fds;			/* the cpu-clock events, links[i]'s; NULL on the tick */
-	int nlinks, links_cap;
+	int *perf_fds;			/* per-CPU cpu-clock events, links[i]'s; else NULL */
+	int nlinks;
 	bool task_events;		/* cpu-clock events on the targets' threads, not per CPU */
 	struct evented {		/* the processes whose threads have them */
 		pid_t pid;
 		unsigned long long start;	/* procmem__stat's: exec keeps it */
 		__u32 tag;		/* nupp_proc.events_tag */
+		struct bpf_link **links;	/* one per thread, each owning its event */
+		int nlinks, cap;
 	} *evented;
 	int nevented, evented_cap;
 	unsigned weight;		/* what a sample counts for (sampler__slow_down) */
