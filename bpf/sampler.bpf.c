@@ -2,11 +2,12 @@
 /*
  * sampler.bpf.c - statistical sampler of LuaJIT VM state and Lua stacks.
  *
- * Runs on a timer (a cpu-clock perf_event on each target thread, or the
- * scheduler tick) in the context of the interrupted task. For a target it
- * finds the VM (global_State) from the DISPATCH register r14, reads the VM
- * state, picks the stack source that is valid in that state, walks the Lua
- * frames and counts the stack in a table that userspace reads in place.
+ * Runs on a timer (a cpu-clock perf_event per CPU or on each target thread,
+ * or the scheduler tick) in the context of the interrupted task. For a
+ * target it finds the VM (global_State) from the DISPATCH register r14,
+ * reads the VM state, picks the stack source that is valid in that state,
+ * walks the Lua frames and counts the stack in a table that userspace reads
+ * in place.
  * Nothing leaves the kernel per sample.
  */
 #include "vmlinux.h"

@@ -54,19 +54,22 @@ MODES = {
     "--clock tick": (["record", "--clock", "tick", "-o", "{out}.collapsed"], 1),
     "-F 99": (["record", "-F", "99", "-o", "{out}.collapsed"], 1),
     "-F 997": (["record", "-F", "997", "-o", "{out}.collapsed"], 1),
-    # The cpu-clock events of before: one per CPU, not on the targets' threads.
-    "-F 997 (per-CPU events)": (["NUPP_CPU_EVENTS=1", "record", "-F", "997", "-o", "{out}.collapsed"], 1),
+    # The events on the workers' threads rather than one per CPU.
+    "-F 997 --clock thread": (["record", "-F", "997", "--clock", "thread", "-o", "{out}.collapsed"], 1),
     "default job -F 997": (["-F", "997", "-o", "{out}"], 1),
     "record --rotate 60": (["record", "--rotate", "60", "-o", "{out}.d"], 1),
     "record --wall": (["record", "--wall", "-o", "{out}.collapsed"], 1),
     "record --alloc": (["record", "--alloc", "-d", "3600", "-o", "{out}.pb.gz"], 1),
     # Not nupp-bpf: the kernel's own sampler at the same rate on every CPU,
-    # as the per-CPU mode opens its events: what the timer's interrupts on
-    # every busy CPU cost this machine.
+    # as --clock cpu opens its events: what the timer's interrupts on every
+    # busy CPU cost this machine.
     "perf record -a -F 997 (reference)": (["perf", "record", "-q", "-a", "-e", "cpu-clock",
                                            "-c", "1003009", "-o", "{out}.perf"], 1),
     "none (4 workers)": (None, 4),
     "record --rotate 60 (4 workers)": (["record", "--rotate", "60", "-o", "{out}.d"], 4),
+    "-F 997 (4 workers)": (["record", "-F", "997", "-o", "{out}.collapsed"], 4),
+    "-F 997 --clock thread (4 workers)": (["record", "-F", "997", "--clock", "thread", "-o",
+                                           "{out}.collapsed"], 4),
 }
 HANDLERS = ["/cpu", "/light?id=7", "/alloc"]
 
@@ -158,12 +161,8 @@ def attach(args, server, out):
         if p.poll() is not None:
             die(f"perf failed: {p.stderr.read()}")
         return p
-    env = dict(os.environ)
-    while "=" in args[0]:		# leading NAME=VALUE: nupp-bpf's environment
-        k, _, v = args[0].partition("=")
-        env[k], args = v, args[1:]
     argv = [str(NUPP), *[a.format(out=out) for a in args], "--children", "-p", str(server.pid)]
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seen = 0
     for line in p.stderr:
         if re.match(r"nupp-bpf: recording PID \d+: .*, a child of PID", line):
@@ -246,8 +245,8 @@ def main():
           "mode's requests/s against the same round's unprofiled run (lowest..highest); "
           "*nupp-bpf CPU* = its own CPU time over the measurement (not its start), in % of one core "
           "(perf's own in the reference row: the kernel's sampler at the same rate on every CPU, "
-          "as the per-CPU row opens nupp-bpf's cpu-clock events (`NUPP_CPU_EVENTS=1`) where "
-          "the others open them on the workers' threads: what the timer's interrupts on every "
+          "as `--clock cpu` (the default) opens nupp-bpf's cpu-clock events, where `--clock "
+          "thread` opens them on the workers' threads: what the timer's interrupts on every "
           "busy CPU cost); "
           "*workers' CPU* the same for the server's workers. nupp-bpf attaches to the master "
           f"with `--children` before wrk starts and stops after it. The run took {took:.0f} s.")

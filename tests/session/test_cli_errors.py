@@ -62,7 +62,7 @@ def _usage_cases():
         (["record", "-i", "0", "-p", "1"], "-i wants a whole number from 1 to 60000, not '0'"),
         (["record", "--depth", "0", "-p", "1"], "--depth wants a whole number from 1 to {max}, not '0'"),
         (["record", "--depth", "999", "-p", "1"], "--depth wants a whole number from 1 to {max}, not '999'"),
-        (["record", "--clock", "foo", "-p", "1"], "--clock is cpu or tick, not 'foo'"),
+        (["record", "--clock", "foo", "-p", "1"], "--clock is cpu, thread or tick, not 'foo'"),
         (["record", "--max-cpu", "0", "-p", "1"],
          "--max-cpu wants a percentage of one core, above 0 and at most 100, not '0'"),
         (["record", "--max-cpu", "1%", "-p", "1"],

@@ -18,6 +18,8 @@ import threading
 import time
 from datetime import datetime, timezone
 
+import pytest
+
 from helpers import NUPP, STOCK_LUAJIT, assert_rate, cpu_seconds, go_pprof, parse_collapsed, parse_summary, \
     wait_for_teardowns, workload
 
@@ -183,7 +185,8 @@ def test_rotate_errors(privileged, tmp_path):
             lines[0].startswith("nupp-bpf: error: "), (args, p.returncode, p.stderr)
 
 
-def test_max_cpu_lowers_the_rate(privileged, tmp_path, target):
+@pytest.mark.parametrize("clock", ["cpu", "thread"])
+def test_max_cpu_lowers_the_rate(privileged, tmp_path, target, clock):
     """--max-cpu below anything nupp-bpf can spend (0.01 % of a core: 0.5 ms
     of CPU per 5-s window, where its polls alone take more): the rate is
     halved at the end of each window, said on stderr at 499 then 249 Hz,
@@ -192,13 +195,15 @@ def test_max_cpu_lowers_the_rate(privileged, tmp_path, target):
     so that every stack's count in the last file (12 to 13 s, all at 1/4
     of the rate) is a multiple of 4, and in the third (8 to 12 s) of 2;
     the files add up to the session's total, and that total is 997 a CPU
-    second the target ran (assert_rate's bounds)."""
+    second the target ran (assert_rate's bounds). --clock cpu lowers the
+    events' rate, --clock thread keeps one sample in 2, then 4, at random
+    (the events' periods tell whose they are)."""
     t = target(STOCK_LUAJIT, HOTCOLD, 60, ready="ready")
     out = tmp_path / "profiles"
     out.mkdir()
     wait_for_teardowns()
     cpu0 = cpu_seconds(t.pid)
-    p = subprocess.run([str(NUPP), "record", "-F", "997", "--max-cpu", "0.01", "--rotate", "4",
+    p = subprocess.run([str(NUPP), "record", "-F", "997", "--clock", clock, "--max-cpu", "0.01", "--rotate", "4",
                         "-d", "13", "-p", str(t.pid), "-o", str(out)],
                        capture_output=True, text=True, timeout=60)
     cpu = cpu_seconds(t.pid) - cpu0

@@ -100,8 +100,10 @@ static const struct argp_option options[] = {
 	  "and theirs (an OpenResty master's workers); a launched command's always are", 0 },
 	{ "frequency", 'F', "HZ", 0, "Samples per second (default 99)", 1 },
 	{ "interval", 'i', "MS", 0, "Milliseconds between samples (instead of -F)", 1 },
-	{ "clock", OPT_CLOCK, "cpu|tick", 0, "Sampling clock: cpu-clock events at -F (default), "
-	  "or the scheduler tick (CONFIG_HZ, usually 250/s) with no added interrupts", 1 },
+	{ "clock", OPT_CLOCK, "cpu|thread|tick", 0, "Sampling clock: cpu-clock events at -F, one "
+	  "per CPU (default) or one on each target thread (thread: no other task is interrupted, "
+	  "but each switch of a target thread costs a timer restart), or the scheduler tick "
+	  "(CONFIG_HZ, usually 250/s) with no added interrupts", 1 },
 	{ "off-cpu", OPT_OFF_CPU, NULL, 0, "Time off the CPU instead of samples: each wait of a "
 	  "target thread (blocked in a system call, a lock, a sleep) charged to its Lua stack, "
 	  "with the system call and the kernel function it waited in as the leaf; counts are "
@@ -229,7 +231,7 @@ static void check_live(const struct session_opts *o)
 		usage_error("--max-cpu lowers the sampling rate: it is for record, top and the "
 			    "default job");
 	if (o->wall && (o->off_cpu || o->top || o->rotate || o->max_cpu ||
-			o->sampler.clock == SAMPLER_CLOCK_TICK))
+			o->sampler.clock != SAMPLER_CLOCK_CPU))
 		usage_error("--wall is for record and the default job, on the cpu clock, without "
 			    "--off-cpu (it holds both), --rotate or --max-cpu");
 	if ((o->min_block_given || o->sampler.include_preempted || o->sampler.coroutine_waits) &&
@@ -304,10 +306,12 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		o->clock_given = true;
 		if (!strcmp(arg, "cpu"))
 			o->sampler.clock = SAMPLER_CLOCK_CPU;
+		else if (!strcmp(arg, "thread"))
+			o->sampler.clock = SAMPLER_CLOCK_THREAD;
 		else if (!strcmp(arg, "tick"))
 			o->sampler.clock = SAMPLER_CLOCK_TICK;
 		else
-			usage_error("--clock is cpu or tick, not '%s'", arg);
+			usage_error("--clock is cpu, thread or tick, not '%s'", arg);
 		break;
 	case OPT_DEPTH:
 		o->sampler.depth = parse_num("--depth", arg, 1, NUPP_MAX_SHOWN);

@@ -101,9 +101,8 @@ static struct bpf_link *link_event(struct sampler *s, int fd, const char *what, 
 	return link;
 }
 
-/* One cpu-clock event per CPU: every task is interrupted, the BPF program
- * returns at once for all but the targets'. Where on_cpu_clock cannot tell
- * an event's thread (task_events_possible()). */
+/* One cpu-clock event per CPU (--clock cpu): every busy CPU is
+ * interrupted, the BPF program returns at once for all but the targets'. */
 static int attach_cpu_clock(struct sampler *s, char *err, size_t errsz)
 {
 	struct perf_event_attr attr = cpu_clock_attr(s, 0);
@@ -172,11 +171,13 @@ static __u32 free_tag(struct sampler *s)
 	return tag;
 }
 
-/* Task events: a cpu-clock event on each thread of target process pid,
- * tagged with its own period (s->evented), once per process: it keeps its
- * events across an exec. Only the targets' CPUs are interrupted: per-CPU
- * events cost every busy CPU of the machine its timer interrupts
- * (docs/benchmarks.md, the nginx table). A thread started while the list
+/* Task events (--clock thread): a cpu-clock event on each thread of target
+ * process pid, tagged with its own period (s->evented), once per process:
+ * it keeps its events across an exec. No other task is interrupted, where
+ * per-CPU events interrupt every busy CPU of the machine; but each switch
+ * of a target's thread stops and starts its timer (docs/benchmarks.md, the
+ * nginx table, and docs/lab-notes.md: which costs more depends on the
+ * server). A thread started while the list
  * is read is started by one with an event already (and inherits it) or is
  * listed by the next pass. Its tag is set in its slot before its first
  * event opens. */
@@ -257,13 +258,6 @@ static int open_task_events(struct sampler *s, struct target *tg, char *err, siz
 out:
 	free(done);
 	return ret;
-}
-
-/* Task events, unless NUPP_CPU_EVENTS=1 asks for per-CPU ones (the
- * benchmarks' comparison). */
-static bool task_events_wanted(void)
-{
-	return !getenv("NUPP_CPU_EVENTS");
 }
 
 
@@ -399,13 +393,14 @@ static int configure_object(struct sampler *s, const struct sampler_opts *o, cha
 	s->skel->rodata->walk_turns = 2 * (o->depth + 1) < NUPP_MAX_DEPTH ? 2 * (o->depth + 1)
 									   : NUPP_MAX_DEPTH;
 	s->skel->rodata->leaf_pc = o->lines;
-	s->task_events = o->clock == SAMPLER_CLOCK_CPU && task_events_wanted();
+	s->task_events = o->clock == SAMPLER_CLOCK_THREAD;
 	s->skel->rodata->task_events = s->task_events;
 	s->skel->rodata->period_ns = s->period_ns;
 	bpf_map__set_max_entries(s->skel->maps.counts, s->table_len);
 	bpf_map__set_value_size(s->skel->maps.stacks, s->frames_size);
 	bpf_map__set_max_entries(s->skel->maps.stacks, o->max_stacks);
-	bpf_program__set_autoload(s->skel->progs.on_cpu_clock, o->clock == SAMPLER_CLOCK_CPU);
+	bpf_program__set_autoload(s->skel->progs.on_cpu_clock,
+				  o->clock == SAMPLER_CLOCK_CPU || o->clock == SAMPLER_CLOCK_THREAD);
 	bpf_program__set_autoload(s->skel->progs.on_tick, o->clock == SAMPLER_CLOCK_TICK);
 	bpf_program__set_autoload(s->skel->progs.on_switch, o->clock == SAMPLER_CLOCK_OFF_CPU);
 	bpf_program__set_autoload(s->skel->progs.on_yield, s->coroutine_waits);

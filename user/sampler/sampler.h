@@ -19,6 +19,9 @@
 
 enum sampler_clock {
 	SAMPLER_CLOCK_CPU,	/* a cpu-clock perf_event per CPU at the asked rate */
+	SAMPLER_CLOCK_THREAD,	/* the same on each thread of each target, inherited
+				 * by what it starts: no other task interrupted, each
+				 * switch of a target's thread re-arms its timer */
 	SAMPLER_CLOCK_TICK,	/* the scheduler tick (CONFIG_HZ), no extra interrupt */
 	SAMPLER_CLOCK_OFF_CPU,	/* the scheduler's switches: the time a thread spends
 				 * switched out, charged to its Lua stack then
