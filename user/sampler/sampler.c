@@ -175,9 +175,8 @@ static __u32 free_tag(struct sampler *s)
  * process pid, tagged with its own period (s->evented), once per process:
  * it keeps its events across an exec. No other task is interrupted, where
  * per-CPU events interrupt every busy CPU of the machine; but each switch
- * of a target's thread stops and starts its timer (docs/benchmarks.md, the
- * nginx table, and docs/lab-notes.md: which costs more depends on the
- * server). A thread started while the list
+ * of a target's thread stops and starts its timer (docs/lab-notes.md:
+ * which costs more depends on the server). A thread started while the list
  * is read is started by one with an event already (and inherits it) or is
  * listed by the next pass. Its tag is set in its slot before its first
  * event opens. */
@@ -259,7 +258,6 @@ out:
 	free(done);
 	return ret;
 }
-
 
 /* Address of the kernel's scheduler tick handler (an hrtimer callback):
  * tick_nohz_handler since Linux 6.11, tick_sched_timer before. 0 if none. */
