@@ -75,17 +75,27 @@ static __always_inline __u64 walk_base(const struct nupp_proc *p, const struct v
 				       __u32 Lfirst)
 {
 	const struct lj_layout *lj = &p->lj;
+	bool base_in_rdx = regs->ip >= p->vm_lo && regs->ip < p->vm_hi &&
+			   regs->base > L_FIELD(Lblk, Lfirst, lj->L_stack) + 16 &&
+			   regs->base <= L_FIELD(Lblk, Lfirst, lj->L_maxstack);
+	__u64 jit_base;
 
 	/* On trace: BASE at trace entry, in the frame of the function where
-	 * the trace started (frames inlined into it do not exist in memory). */
-	if (vmstate >= 0)
-		return GG_FIELD(p, ggblk, lj->gg_g + lj->g_jit_base);
+	 * the trace started (frames inlined into it do not exist in memory).
+	 * A trace that leaves for the interpreter jumps to ->vm_exit_interp,
+	 * which clears jit_base one instruction before it sets vmstate to
+	 * INTERP: there BASE is in rdx already (recurse.lua's fib: 0.5 % of
+	 * its samples, walked from 0 as read faults). */
+	if (vmstate >= 0) {
+		jit_base = GG_FIELD(p, ggblk, lj->gg_g + lj->g_jit_base);
+		if (jit_base || !base_in_rdx)
+			return jit_base;
+		return regs->base;
+	}
 	/* In the interpreter, BASE is rdx. Around a call out of the VM, rdx holds
 	 * an argument (CARG3) or what the callee left, and the VM synced L->base
 	 * before the call: a value outside the thread's stack is not BASE. */
-	if (vmstate == LJ_VMST_INTERP && regs->ip >= p->vm_lo && regs->ip < p->vm_hi &&
-	    regs->base > L_FIELD(Lblk, Lfirst, lj->L_stack) + 16 &&
-	    regs->base <= L_FIELD(Lblk, Lfirst, lj->L_maxstack))
+	if (vmstate == LJ_VMST_INTERP && base_in_rdx)
 		return regs->base;
 	/* C function, GC, recorder, or a helper called by the VM: the VM synced
 	 * L->base before calling out. */
@@ -131,9 +141,43 @@ static __always_inline int trace_code(const struct nupp_proc *p, __u64 GG, __u32
 	return 0;
 }
 
+/* A root trace's head, before it stores its number in g->vmstate: the
+ * interpreter jumped there (BC_JLOOP, BC_JFUNCF) with jit_base set and
+ * vmstate still INTERP, and L->base stale. The head adjusts the stack or
+ * not and then stores the number (asm_head_root: `sub rsp, imm8` or
+ * `sub rsp, imm32`, then `mov dword [r14 + disp2g + vmstate], n`). Decoded
+ * here, and trace n's code must hold ip: the sample is that trace's, at
+ * its start. The number, else LJ_VMST_INTERP. recurse.lua's fib, where the
+ * jump into a far trace stalls on its first instruction: up to 16 samples
+ * a run (0.5 %), walked from the stale L->base as read faults. */
+static __always_inline __s32 trace_head_at(const struct nupp_proc *p, __u64 GG, __u64 ip)
+{
+	__u8 c[18];
+	__u8 *st = c;
+	__s32 disp;
+	__u32 n, len;
+	__u64 lo;
+
+	if (LJ_READ(c, sizeof(c), ip))
+		return LJ_VMST_INTERP;
+	if (c[0] == 0x48 && c[1] == 0x83 && c[2] == 0xec)
+		st = c + 4;
+	else if (c[0] == 0x48 && c[1] == 0x81 && c[2] == 0xec)
+		st = c + 7;
+	if (st[0] != 0x41 || st[1] != 0xc7 || st[2] != 0x86)
+		return LJ_VMST_INTERP;
+	__builtin_memcpy(&disp, st + 3, 4);
+	__builtin_memcpy(&n, st + 7, 4);
+	if (disp != p->lj.disp2g + (__s32)p->lj.g_vmstate || !n || n > 0xffff ||
+	    trace_code(p, GG, n, &lo, &len) || ip - lo >= len)
+		return LJ_VMST_INTERP;
+	return (__s32)n;
+}
+
 /* Where the running trace (g->vmstate) was interrupted: an address for
  * userspace to map through its snapshots, 0 none. The trace's code
  * (J->trace[vmstate]'s [mcode, mcode + szmcode), four reads) decides:
+ * - in the interpreter: the address, which userspace tells apart;
  * - inside it: the interrupted address;
  * - elsewhere, C code the trace called (lj_tab_new1, lj_str_new, memcpy:
  *   LuaJIT's own or the C library's, in the state of the trace): the
@@ -165,8 +209,11 @@ __noinline __u64 trace_ip(const struct nupp_proc *p, struct sampler_scratch *sc)
 	if (!p || !sc)
 		return 0;
 	ip = sc->regs.ip;
-	if (ip - p->vm_lo < p->vm_hi - p->vm_lo)	/* the interpreter: the exit handler */
-		return 0;
+	/* The interpreter, leaving the trace: the exit handler before it sets
+	 * vmstate EXIT, ->vm_exit_interp (a trace that links to the
+	 * interpreter jumps there) before INTERP. Userspace counts these. */
+	if (ip - p->vm_lo < p->vm_hi - p->vm_lo)
+		return ip;
 	known = sc->vmstate >= 0 &&
 		!trace_code(p, sc->key.g - p->lj.gg_g, (__u32)sc->vmstate, &lo, &len);
 	if (known && ip - lo < len)
@@ -418,6 +465,8 @@ static __always_inline int sample_walk(struct nupp_proc *p, struct sampler_scrat
 		return NUPP_ERR_VM_CLOSED + 1;
 	GG = key->g - p->lj.gg_g;
 	sc->vmstate = (__s32)GG_FIELD(p, sc->ggblk, p->lj.gg_g + p->lj.g_vmstate);
+	if (lj_unlikely(sc->vmstate == LJ_VMST_INTERP) && near_trace_code(p, sc->regs.ip))
+		sc->vmstate = trace_head_at(p, GG, sc->regs.ip);
 	sc->state = nupp_state_of(sc->vmstate);
 	L = GG_FIELD(p, sc->ggblk, p->lj.gg_g + p->lj.g_cur_L) & LJ_GCVMASK;
 	__builtin_memset(w, 0, sizeof(*w));

@@ -41,7 +41,8 @@ $(UNIT_DIR)/test_tracer: UNIT_LDLIBS += $(LDLIBS)
 .PHONY: replay-fixtures
 replay-fixtures: $(B)/tests/replay-capture $(UNIT_DIR)/test_replay
 	$(Q)$(PYTHON) tests/replay/make-fixtures.py
-$(UNIT_DIR)/test_replay: $(patsubst %,$(UNIT_DIR)/%.o,sampler/describe sampler/tracemap sampler/bcpath $(SYMBOLIZE_OBJS))
+$(UNIT_DIR)/test_replay: $(patsubst %,$(UNIT_DIR)/%.o,sampler/describe sampler/tracemap sampler/bcpath \
+			  luajit/x86_code $(SYMBOLIZE_OBJS))
 $(B)/tests/replay-capture: tests/replay/capture.c tests/replay/capture.h $(B)/libnupp.a
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) $< $(B)/libnupp.a $(LDLIBS) -o $@

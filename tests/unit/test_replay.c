@@ -96,7 +96,7 @@ static int replay(const char *path, int depth, struct strbuf *out)
 		return -1;
 	}
 	sym = symbolizer__new(b, mem);
-	tm = tracemap__new(b, mem, cap.head.vm_lo);
+	tm = tracemap__new(b, mem, cap.head.vm_lo, cap.head.vm_hi);
 	if (!sym || !tm || describe__layout(&b->layout, sym, p))
 		return -1;
 	/* The process's own, as sampler__describe read them at the capture. */

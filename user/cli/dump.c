@@ -596,7 +596,8 @@ int dump__run(pid_t pid, bool json)
 		goto out;
 	}
 	d->sym = symbolizer__new(lj_target__build(&d->t), procmem__reader(&d->pid));
-	d->tm = tracemap__new(lj_target__build(&d->t), procmem__reader(&d->pid), d->t.vm_lo);
+	d->tm = tracemap__new(lj_target__build(&d->t), procmem__reader(&d->pid), d->t.vm_lo,
+			      d->t.vm_hi);
 	if (!d->sym) {
 		say__error("out of memory");
 		goto out;

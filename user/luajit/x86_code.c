@@ -16,6 +16,7 @@
 #include <gelf.h>
 #include <elfutils/libdw.h>
 #include "x86_code.h"
+#include "x86_lengths.h"
 #include "elf_file.h"
 #include "base/util.h"
 
@@ -649,4 +650,30 @@ int cfile__find_vm(struct cfile *f, char *err, size_t errsz)
 bool cfile__disasm(struct cfile *f, const uint8_t **p, size_t *left, uint64_t *at)
 {
 	return cs.disasm_iter(f->cs, p, left, at, f->ci);
+}
+
+/* ---- lengths, for code read from a process --------------------------------- */
+
+int x86_straight_lengths(const __u8 *code, size_t len, __u64 addr, __u8 *lens, int max)
+{
+	uint64_t at = addr;
+	csh h;
+	cs_insn *in;
+	int n = 0;
+
+	/* A handle of its own (no detail): callers are rare (a sample in a
+	 * trace's head) and may run on any thread. */
+	if (!capstone_ready() || cs.open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK)
+		return -1;
+	if ((in = cs.insn_new(h))) {
+		while (n < max && cs.disasm_iter(h, &code, &len, &at, in)) {
+			lens[n++] = (__u8)in->size;
+			if (!strcmp(in->mnemonic, "jmp") || !strncmp(in->mnemonic, "call", 4) ||
+			    !strncmp(in->mnemonic, "ret", 3))
+				break;
+		}
+		cs.insn_free(in, 1);
+	}
+	cs.close(&h);
+	return n;
 }

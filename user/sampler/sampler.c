@@ -776,7 +776,8 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 	 * NUPP_NO_TRACE_MAP=1 asks so): its compiled samples keep the trace's
 	 * base frame as their leaf. */
 	if (!getenv("NUPP_NO_TRACE_MAP"))
-		tg->tm = tracemap__new(lj_target__build(t), procmem__reader(&tg->pid), t->vm_lo);
+		tg->tm = tracemap__new(lj_target__build(t), procmem__reader(&tg->pid), t->vm_lo,
+					 t->vm_hi);
 	if (configure(s, tg) || enlist(s, tg)) {
 		snprintf(err, errsz, "failed to configure PID %d: %s", t->pid, strerror(errno));
 		free_target(tg, false);
@@ -981,9 +982,9 @@ static long add_row(struct sampler *s, struct target *tg, const struct nupp_stac
 
 /* What s->seen holds for a key: its row (>= -2) and how its trace
  * position mapped (enum tracemap_result). */
-#define KEY_VALUE(row, mapped)	(((row) + 2) * 4 + (mapped))
-#define KEY_ROW(v)		((v) / 4 - 2)
-#define KEY_MAPPED(v)		((int)((v) % 4))
+#define KEY_VALUE(row, mapped)	(((row) + 2) * 8 + (mapped))
+#define KEY_ROW(v)		((v) / 8 - 2)
+#define KEY_MAPPED(v)		((int)((v) % 8))
 
 /* The frames of k's stack into s->frames: those the ring brought with its
  * slot (frames, nframes; NULL when it did not), else from the stacks map,
@@ -1279,11 +1280,16 @@ struct profile *sampler__counts(struct sampler *s, struct sampler_stats *st)
 		st->samples += n;
 		if (slot->key.truncated)
 			st->truncated += n;
-		st->trace_compiled += c[NUPP_ST_COMPILED];
+		if (s->slot_map[s->known[k]] == TRACEMAP_IN_VM)
+			st->trace_in_vm += c[NUPP_ST_COMPILED];
+		else
+			st->trace_compiled += c[NUPP_ST_COMPILED];
 		if (s->slot_map[s->known[k]] == TRACEMAP_MAPPED)
 			st->trace_mapped += c[NUPP_ST_COMPILED];
 		else if (s->slot_map[s->known[k]] == TRACEMAP_UNMAPPED)
 			st->trace_unmapped += c[NUPP_ST_COMPILED];
+		else if (s->slot_map[s->known[k]] == TRACEMAP_GONE)
+			st->trace_gone += c[NUPP_ST_COMPILED];
 		if (row < 0) {
 			st->unsymbolized += n;
 			continue;

@@ -71,10 +71,15 @@ struct sampler_stats {
 	__u64 unsymbolized;		/* samples whose target memory was gone */
 	__u64 unreadable;		/* samples kept with [unknown] frames */
 	__u64 truncated;		/* samples whose stack was cut at the depth */
-	__u64 trace_compiled;		/* compiled samples counted in a stack */
+	__u64 trace_compiled;		/* compiled samples counted in a stack, but
+					 * those in the VM leaving their trace */
 	__u64 trace_mapped;		/* of which mapped through their trace */
 	__u64 trace_unmapped;		/* compiled samples with a position that did not
 					 * map (in code the trace called, trace gone) */
+	__u64 trace_gone;		/* of trace_compiled, in a trace gone before they
+					 * were symbolized (TRACEMAP_GONE) */
+	__u64 trace_in_vm;		/* compiled samples in the interpreter's code,
+					 * leaving their trace (TRACEMAP_IN_VM) */
 	unsigned weight;		/* what a sample counts for at the end: 1, or
 					 * more once --max-cpu lowered the rate */
 	__u64 waits;			/* off the CPU: waits counted in rows (the

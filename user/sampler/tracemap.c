@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "bcpath.h"
+#include "luajit/x86_lengths.h"
 #include "tracemap.h"
 
 #define REF_BIAS	0x8000u
@@ -98,7 +99,7 @@ struct tracemap {
 	const struct lj_build *b;
 	const struct lj_layout *lj;
 	struct mem_reader mem;
-	__u64 vm_lo;
+	__u64 vm_lo, vm_hi;		/* the interpreter's code */
 	int op_kgc, op_knum;		/* IR opcodes, from the build's irnames */
 	int op_kint64, op_kptr, op_kkptr;	/* the other 64-bit constants */
 	struct bcpath_ops bcops;	/* how the build's bytecodes walk */
@@ -126,7 +127,8 @@ struct tm_vm {
 	size_t cap;
 };
 
-struct tracemap *tracemap__new(const struct lj_build *b, struct mem_reader mem, __u64 vm_lo)
+struct tracemap *tracemap__new(const struct lj_build *b, struct mem_reader mem, __u64 vm_lo,
+			       __u64 vm_hi)
 {
 	const struct lj_layout *lj = &b->layout;
 	struct tracemap *tm;
@@ -151,6 +153,7 @@ struct tracemap *tracemap__new(const struct lj_build *b, struct mem_reader mem, 
 	tm->lj = lj;
 	tm->mem = mem;
 	tm->vm_lo = vm_lo;
+	tm->vm_hi = vm_hi;
 	bcpath_ops_init(&tm->bcops, b->bcnames, b->nbcnames);
 	tm->by_snapshot = getenv("NUPP_SPANS") && !strcmp(getenv("NUPP_SPANS"), "snapshot");
 	return tm;
@@ -1035,27 +1038,47 @@ static int span_frames(struct tracemap *tm, struct tm_trace *tr, __u32 i, __u32 
 	return top;
 }
 
-/* The trace whose first instruction is at ip, or NULL: a trace that links
- * to another jumps to its code, whose first instruction stores its number
- * in g->vmstate (asm_head_root: emit_setvmstate, `mov dword [r14 +
- * DISPATCH_GL(vmstate)], n`); a sample there still reads the linking
- * trace's number. Decoded, and the trace named must begin at ip. */
+/* The trace whose head ip lies in, before the head stores the trace's number
+ * in g->vmstate, or NULL: a sample there still reads the number of the trace
+ * that jumped to it. A root trace's head adjusts the stack and then stores
+ * its number (asm_head_root: emit_spsub, emit_setvmstate, `mov dword [r14 +
+ * DISPATCH_GL(vmstate)], n`); a side trace's head does the same, then moves
+ * the parent's registers and spill slots into its own (asm_head_side), and
+ * its parent's exit branch jumps to its first instruction, so the store is
+ * at most a few instructions on from ip. fib's side traces, entered on every
+ * return of the recursion, held 40 % of its compiled samples there. The
+ * instructions from ip on are decoded (capstone) up to the first branch;
+ * the trace the store names must hold ip. */
+#define HEAD_BYTES	64
+#define HEAD_INSNS	12
 static struct tm_trace *trace_entered_at(struct tracemap *tm, __u64 g, __u64 ip, int *err)
 {
-	__u8 code[11];
-	__s32 disp;
-	__u32 n;
-	struct tm_trace *tr;
+	__u8 code[HEAD_BYTES], lens[HEAD_INSNS];
+	size_t len = sizeof(code), at = 0;
+	struct tm_trace *tr = NULL;
+	int n;
 
-	if (rd(tm, code, sizeof(code), ip) || code[0] != 0x41 || code[1] != 0xc7 ||
-	    code[2] != 0x86)
+	/* The code may end near the end of its mapping. */
+	while (len >= 16 && rd(tm, code, len, ip))
+		len /= 2;
+	if (len < 16 || (n = x86_straight_lengths(code, len, ip, lens, HEAD_INSNS)) < 0)
 		return NULL;
-	memcpy(&disp, code + 3, 4);
-	memcpy(&n, code + 7, 4);
-	if (disp != (__s64)tm->lj->disp2g + tm->lj->g_vmstate || !n || n >= TRACENO_MAX)
-		return NULL;
-	tr = trace_get(tm, g, n, err);
-	return tr && tr->mcode == ip ? tr : NULL;
+	for (int i = 0; i < n; at += lens[i++]) {
+		const __u8 *c = code + at;
+		__s32 disp;
+		__u32 no;
+
+		if (lens[i] != 11 || c[0] != 0x41 || c[1] != 0xc7 || c[2] != 0x86)
+			continue;
+		memcpy(&disp, c + 3, 4);
+		memcpy(&no, c + 7, 4);
+		if (disp != (__s64)tm->lj->disp2g + tm->lj->g_vmstate)
+			continue;
+		if (no && no < TRACENO_MAX)
+			tr = trace_get(tm, g, no, err);
+		return tr && ip >= tr->mcode && ip - tr->mcode < tr->szmcode ? tr : NULL;
+	}
+	return NULL;
 }
 
 int tracemap__expand(struct tracemap *tm, __u64 g, const struct nupp_frame *in, int depth,
@@ -1075,9 +1098,11 @@ int tracemap__expand(struct tracemap *tm, __u64 g, const struct nupp_frame *in, 
 	if (!tm)
 		return TRACEMAP_UNMAPPED;
 	ip = tm->vm_lo + (__s64)NUPP_PC_TRACEOFF(in[0].pc);
+	if (ip - tm->vm_lo < tm->vm_hi - tm->vm_lo)
+		return TRACEMAP_IN_VM;
 	tr = trace_get(tm, g, NUPP_PC_TRACENO(in[0].pc), &err);
 	if (!tr)
-		return err ? err : TRACEMAP_UNMAPPED;
+		return err ? err : TRACEMAP_GONE;
 	/* In another trace's first instruction (entered through a link), in
 	 * code the trace called and no return into it was found, or in exit
 	 * stubs. */

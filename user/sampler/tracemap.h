@@ -37,15 +37,21 @@ enum tracemap_result {
 	TRACEMAP_NONE,		/* not a compiled sample with a position: unchanged */
 	TRACEMAP_MAPPED,	/* mapped through a snapshot */
 	TRACEMAP_UNMAPPED,	/* a position, but not mappable: in code the trace
-				 * called, or a trace gone or unreadable */
+				 * called, with no return into it found */
+	TRACEMAP_IN_VM,		/* in the interpreter's code, leaving the trace
+				 * (the exit handler before it sets vmstate EXIT,
+				 * ->vm_exit_interp before INTERP): unchanged */
+	TRACEMAP_GONE,		/* a position in a trace no longer there to read
+				 * (flushed, or freed by lua_close at the exit) */
 };
 
 struct tracemap;
 
-/* A mapper for one process running build b, whose interpreter starts at
- * vm_lo (nupp_proc.vm_lo); NULL on ENOMEM or when b's layout has no trace
+/* A mapper for one process running build b, whose interpreter lies in
+ * [vm_lo, vm_hi) (nupp_proc's); NULL on ENOMEM or when b's layout has no trace
  * fields (tr_size 0: a revision without SnapShot.mcofs). mem is copied. */
-struct tracemap *tracemap__new(const struct lj_build *b, struct mem_reader mem, __u64 vm_lo);
+struct tracemap *tracemap__new(const struct lj_build *b, struct mem_reader mem, __u64 vm_lo,
+			       __u64 vm_hi);
 void tracemap__free(struct tracemap *tm);
 
 /* Drop what was read of every trace. */

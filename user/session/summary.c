@@ -113,12 +113,20 @@ static void sample_counts(const struct profile *p, const struct render_opts *ro,
 	if (st->truncated)
 		fprintf(stderr, "  %llu %s had deeper stacks than --depth %u\n", N(st->truncated),
 			unit, depth);
-	/* The others ran code their trace called (a C helper, the exit
-	 * handler), or their trace was gone before they were symbolized: their
-	 * leaf is the trace's base frame. */
+	/* The others ran code their trace called (a C helper) and no return
+	 * into the trace was found, or their trace was gone before they were
+	 * symbolized (said apart): their leaf is the trace's base frame. */
 	if (st->trace_compiled)
 		fprintf(stderr, "  compiled: %llu of %llu %s mapped through their trace's "
 			"snapshots\n", N(st->trace_mapped), N(st->trace_compiled), unit);
+	if (st->trace_gone)
+		fprintf(stderr, "  trace gone: %llu compiled %s ran a trace freed before they "
+			"were symbolized\n", N(st->trace_gone), unit);
+	/* vmstate still named their trace: in LuaJIT's own count (jit.p's
+	 * 'N') they are compiled, but no trace code ran there. */
+	if (st->trace_in_vm)
+		fprintf(stderr, "  leaving a trace: %llu compiled %s in the interpreter's exit "
+			"from their trace\n", N(st->trace_in_vm), unit);
 #undef N
 }
 
