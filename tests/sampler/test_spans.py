@@ -33,7 +33,10 @@ BUILDS = ["stock-luajit", "stock-luajit2"]
 #   stitched trace's first span (from its start in loop() to b4's guard) is
 #   shared out by bytecodes, loop()'s among them. Measured 2026-12-06: b4
 #   -9 to -11, self +9 to +11.6 points over 9 runs (a fresh-clone CI failed
-#   at +11.6 against a bound of 10 + 4.5 sd = 11.4), so 14;
+#   at +11.6 against a bound of 10 + 4.5 sd = 11.4), so 14. The kernel's
+#   own sampling (perf, by address in the traces' code) gives the stitched
+#   trace 14 % of the driver's samples where b4's timing says 23.5 %: the
+#   timing, not the mapping, is off (docs/testing.md);
 # - intfloat, compiled: a's bit operations compile to more machine code per
 #   bytecode (number-integer conversions) than b's float arithmetic, and the
 #   path's weights count bytecodes: 7 points.
