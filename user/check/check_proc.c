@@ -39,6 +39,7 @@ struct found {
 	int parent;		/* index, -1 none found */
 	int index;		/* in its chunk */
 	struct bc_proto pt;
+	__u64 chunk;		/* its chunk name's GCstr, as the scan found it */
 	char *name;		/* its chunk name */
 };
 
@@ -82,8 +83,9 @@ static char *read_str(const struct scan *s, __u64 a)
 	return out;
 }
 
-/* Is there a prototype at a (buf holds n bytes from a)? */
-static int proto_at(const struct scan *s, __u64 a, const __u8 *buf, size_t n)
+/* Is there a prototype at a (buf holds n bytes from a)? Its chunk name's
+ * GCstr into *chunkp. */
+static int proto_at(const struct scan *s, __u64 a, const __u8 *buf, size_t n, __u64 *chunkp)
 {
 	const struct lj_layout *lj = s->lj;
 	__u32 sizebc, ins;
@@ -107,11 +109,11 @@ static int proto_at(const struct scan *s, __u64 a, const __u8 *buf, size_t n)
 			goto header;
 	return 0;
 header:
-	chunk &= LJ_GCVMASK;
+	*chunkp = chunk &= LJ_GCVMASK;
 	return chunk && !rd(s, &gct, 1, chunk + lj->gc_gct) && gct == LJ_GCT_STR;
 }
 
-static int add(struct scan *s, __u64 a)
+static int add(struct scan *s, __u64 a, __u64 chunk)
 {
 	if (s->n == s->cap) {
 		int cap = s->cap ? 2 * s->cap : 256;
@@ -123,6 +125,7 @@ static int add(struct scan *s, __u64 a)
 	}
 	memset(&s->v[s->n], 0, sizeof(s->v[s->n]));
 	s->v[s->n].addr = a;
+	s->v[s->n].chunk = chunk;
 	s->v[s->n].parent = -1;
 	s->n++;
 	return 0;
@@ -131,6 +134,7 @@ static int add(struct scan *s, __u64 a)
 static void scan_memory(struct scan *s)
 {
 	struct proc_mapping m;
+	__u64 chunk;
 	__u8 *buf = malloc(SCAN_BYTES + 4096);
 	FILE *f = procmem__maps_open(s->pid);
 
@@ -143,7 +147,7 @@ static void scan_memory(struct scan *s)
 			if (rd(s, buf, n, a))
 				break;
 			for (size_t i = 0; i < n && i < SCAN_BYTES; i += 8)
-				if (proto_at(s, a + i, buf + i, n - i) && add(s, a + i))
+				if (proto_at(s, a + i, buf + i, n - i, &chunk) && add(s, a + i, chunk))
 					goto out;
 		}
 	}
@@ -282,13 +286,11 @@ static int read_proto(struct scan *s, int i, const int *jop, const int *kop, int
 			}
 		} else if (gct == LJ_GCT_PROTO) {
 			int c = find(s, ref);
-			__u64 cchunk;
 
 			/* The parser gives every prototype of a chunk the chunk's
 			 * own name object: a parent naming another is a stale
 			 * one (freed, its constants' memory reused since). */
-			if (c >= 0 && c != i && !rd(s, &cchunk, 8, ref + lj->pt_chunkname) &&
-			    (cchunk & LJ_GCVMASK) == (chunk & LJ_GCVMASK)) {
+			if (c >= 0 && c != i && s->v[c].chunk == (chunk & LJ_GCVMASK)) {
 				kc->type = BC_KGC_CHILD;
 				kc->child = c;	/* a scan index until the chunk is laid out */
 				s->v[c].parent = i;

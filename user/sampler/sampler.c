@@ -152,17 +152,25 @@ static struct evented *evented_of(struct sampler *s, pid_t pid, const struct pro
 	return NULL;
 }
 
-static __u32 free_tag(struct sampler *s)
+/* Close the events of process pid, or of every process listed that is gone
+ * or whose pid another process has now (pid 0). */
+static void close_gone_events(struct sampler *s, pid_t pid)
 {
 	struct proc_stat st;
-	__u32 tag = 1;
 
-	/* Those gone, or whose pid another process has now, free theirs. */
 	for (int i = 0; i < s->nevented; i++)
-		if (procmem__stat(s->evented[i].pid, &st) || st.start != s->evented[i].start) {
+		if (pid ? s->evented[i].pid == pid :
+			  procmem__stat(s->evented[i].pid, &st) || st.start != s->evented[i].start) {
 			close_task_events(&s->evented[i]);
 			s->evented[i--] = s->evented[--s->nevented];
 		}
+}
+
+static __u32 free_tag(struct sampler *s)
+{
+	__u32 tag = 1;
+
+	close_gone_events(s, 0);
 	for (int i = 0; i < s->nevented; i++)
 		if (s->evented[i].tag == tag) {
 			tag++;
@@ -186,8 +194,8 @@ static int open_task_events(struct sampler *s, struct target *tg, char *err, siz
 	struct perf_event_attr attr;
 	struct proc_stat st;
 	struct evented *ev;
-	pid_t *done = NULL;
-	int ndone = 0, cap = 0, added = 1, ret = -1;
+	struct keymap done = {};	/* threads seen: a process may have thousands */
+	int added = 1, ret = -1;
 	__u32 tag;
 	char path[64], what[48];
 
@@ -216,18 +224,15 @@ static int open_task_events(struct sampler *s, struct target *tg, char *err, siz
 			break;		/* gone */
 		while ((e = readdir(d))) {
 			pid_t tid = atoi(e->d_name);
-			int seen = 0, fd;
+			int fd;
 
-			for (int i = 0; i < ndone && !seen; i++)
-				seen = done[i] == tid;
-			if (tid <= 0 || seen)
+			if (tid <= 0 || keymap__get(&done, &tid, sizeof(tid)) >= 0)
 				continue;
-			if (ARRAY_ROOM(done, ndone, cap, 16)) {
+			if (keymap__put(&done, &tid, sizeof(tid), 1)) {
 				snprintf(err, errsz, "out of memory");
 				closedir(d);
 				goto out;
 			}
-			done[ndone++] = tid;
 			fd = syscall(__NR_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 			if (fd < 0) {
 				if (errno == ESRCH)
@@ -255,7 +260,7 @@ static int open_task_events(struct sampler *s, struct target *tg, char *err, siz
 	}
 	ret = 0;
 out:
-	free(done);
+	keymap__free(&done);
 	return ret;
 }
 
@@ -842,6 +847,18 @@ void sampler__remove_target(struct sampler *s, const struct lj_target *t)
 		return;
 	tg->gone = true;
 	unlist(s, tg);
+	/* Its probes and events serve no process now; kept to the session's
+	 * end they held two files each and a uprobe's registration, a few
+	 * for every worker a long --children session saw come and go
+	 * (test_gone_childrens_probes_and_events_are_closed). Its symbolizer
+	 * stays for its stacks not yet named. */
+	disable_walk_caches(tg, true);
+	libbpf_setup__destroy_link_aside(tg->vm_probe);
+	libbpf_setup__destroy_link_aside(tg->yield_probe);
+	libbpf_setup__destroy_link_aside(tg->resume_probe);
+	tg->vm_probe = tg->yield_probe = tg->resume_probe = NULL;
+	allocs__unwatch(tg);
+	close_gone_events(s, t->pid);
 }
 
 bool sampler__target_execed(struct sampler *s, pid_t pid)

@@ -8,7 +8,6 @@
  * opened while the sampler's BPF object still loads.
  */
 #define _GNU_SOURCE
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -20,42 +19,17 @@
 #include "luajit/code_sites.h"
 #include "sampler_int.h"
 #include "base/say.h"
+#include "base/libbpf_setup.h"
 #include "luajit/symbolize.h"
 #include "tracemap.h"
 #include "base/util.h"
-
-static void *destroy_link(void *link)
-{
-	bpf_link__destroy(link);
-	return NULL;
-}
-
-/* Destroying a uprobe link waits for RCU grace periods (~0.1 s): on a
- * thread of its own, so that the session goes on naming new stacks
- * meanwhile; a short program's last new stacks would otherwise wait out the
- * removal, and its memory be gone when the wait ends. */
-static void destroy_link_aside(struct bpf_link *link)
-{
-	pthread_attr_t attr;
-	pthread_t t;
-	int err;
-
-	if (!link)
-		return;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	err = pthread_create(&t, &attr, destroy_link, link);
-	pthread_attr_destroy(&attr);
-	if (err)
-		bpf_link__destroy(link);
-}
 
 /* The walk caches off: the probe goes (its removal waits for a grace
  * period, here or, aside, on a thread of its own). */
 void disable_walk_caches(struct target *tg, bool aside)
 {
 	if (aside)
-		destroy_link_aside(tg->gc_probe);
+		libbpf_setup__destroy_link_aside(tg->gc_probe);
 	else
 		bpf_link__destroy(tg->gc_probe);
 	tg->gc_probe = NULL;

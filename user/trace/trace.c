@@ -456,8 +456,14 @@ void tracer__remove_target(struct tracer *tr, const struct lj_target *t)
 {
 	struct tr_target *tg = target_of(tr, t->pid);
 
-	if (tg)
-		retire(tr, tg);
+	if (!tg)
+		return;
+	retire(tr, tg);
+	/* The process is gone: its probes serve no one (and hold a file and a
+	 * uprobe's registration each to the session's end). */
+	for (int i = 0; i < tg->nlinks; i++)
+		libbpf_setup__destroy_link_aside(tg->links[i]);
+	tg->nlinks = 0;
 }
 
 bool tracer__target_execed(struct tracer *tr, pid_t pid)
