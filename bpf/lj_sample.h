@@ -149,16 +149,22 @@ static __always_inline int trace_code(const struct nupp_proc *p, __u64 GG, __u32
  * here, and trace n's code must hold ip: the sample is that trace's, at
  * its start. The number, else LJ_VMST_INTERP. recurse.lua's fib, where the
  * jump into a far trace stalls on its first instruction: up to 16 samples
- * a run (0.5 %), walked from the stale L->base as read faults. */
-static __always_inline __s32 trace_head_at(const struct nupp_proc *p, __u64 GG, __u64 ip)
+ * a run (0.5 %), walked from the stale L->base as read faults. A function
+ * of its own, its bytes in the scratch (sc->stack_top, which trace_ip()
+ * fills later): the sampler's stack stays off the private one. */
+__noinline __s32 trace_head_at(const struct nupp_proc *p, struct sampler_scratch *sc, __u64 GG)
 {
-	__u8 c[18];
-	__u8 *st = c;
+	__u8 *c, *st;
 	__s32 disp;
 	__u32 n, len;
-	__u64 lo;
+	__u64 lo, ip;
 
-	if (LJ_READ(c, sizeof(c), ip))
+	if (!p || !sc)
+		return LJ_VMST_INTERP;
+	c = (__u8 *)sc->stack_top;
+	st = c;
+	ip = sc->regs.ip;
+	if (LJ_READ(c, 18, ip))
 		return LJ_VMST_INTERP;
 	if (c[0] == 0x48 && c[1] == 0x83 && c[2] == 0xec)
 		st = c + 4;
@@ -466,7 +472,7 @@ static __always_inline int sample_walk(struct nupp_proc *p, struct sampler_scrat
 	GG = key->g - p->lj.gg_g;
 	sc->vmstate = (__s32)GG_FIELD(p, sc->ggblk, p->lj.gg_g + p->lj.g_vmstate);
 	if (lj_unlikely(sc->vmstate == LJ_VMST_INTERP) && near_trace_code(p, sc->regs.ip))
-		sc->vmstate = trace_head_at(p, GG, sc->regs.ip);
+		sc->vmstate = trace_head_at(p, sc, GG);
 	sc->state = nupp_state_of(sc->vmstate);
 	L = GG_FIELD(p, sc->ggblk, p->lj.gg_g + p->lj.g_cur_L) & LJ_GCVMASK;
 	__builtin_memset(w, 0, sizeof(*w));

@@ -36,7 +36,8 @@ def stack_depths(obj):
 
 
 @pytest.mark.parametrize("func", ["on_cpu_clock", "on_tick", "walk_steps", "announce_slot",
-                                  "capture_names", "capture_sites", "capture_site"])
+                                  "capture_names", "capture_sites", "capture_site",
+                                  "trace_head_at"])
 def test_sampler_stack_stays_off_the_private_stack(func):
     """The kernel decides for each function on its own: a program and the
     global functions it calls (walk_steps, capture_names)."""
