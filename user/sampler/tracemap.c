@@ -1047,8 +1047,9 @@ static int span_frames(struct tracemap *tm, struct tm_trace *tr, __u32 i, __u32 
  * its parent's exit branch jumps to its first instruction, so the store is
  * at most a few instructions on from ip. fib's side traces, entered on every
  * return of the recursion, held 40 % of its compiled samples there. The
- * instructions from ip on are decoded (capstone) up to the first branch;
- * the trace the store names must hold ip. */
+ * instructions from ip on are decoded (capstone) through conditional
+ * branches (a side trace's stack check falls through) up to the first jmp,
+ * call or return; the trace the store names must hold ip. */
 #define HEAD_BYTES	64
 #define HEAD_INSNS	12
 static struct tm_trace *trace_entered_at(struct tracemap *tm, __u64 g, __u64 ip, int *err)
