@@ -127,7 +127,7 @@ static __u32 weight(const struct bcpath_ops *ops, __u32 ins)
 	return (int)(ins & 0xff) == ops->uget ? 1 : W_WORK;
 }
 
-static long target_of(long x, __u32 ins)
+static long branch_target(long x, __u32 ins)
 {
 	return x + 1 + (long)(ins >> 16) - BCBIAS_J;
 }
@@ -137,7 +137,7 @@ static long loop_start(const struct bcpath_ops *ops, const struct bcpath_code *c
 {
 	for (long j = x - 1; j >= 0; j--) {
 		int k = kind_of(ops, c->bc[j]);
-		long t = target_of(j, c->bc[j]);
+		long t = branch_target(j, c->bc[j]);
 
 		if ((k == BCK_FORI && t == x + 1) || (k == BCK_JMP && t == x - 1))
 			return j + 1;
@@ -223,7 +223,7 @@ static int walk(struct builder *bd, const struct bcpath_code *c, long s, long e,
 		case BCK_RET:
 			return e < 0 ? 0 : -1;
 		case BCK_JMP:
-			t = target_of(x, ins);
+			t = branch_target(x, ins);
 			if (t > x) {
 				bool cond = x > 0 && kind_of(bd->ops, c->bc[x - 1]) == BCK_TEST;
 
@@ -233,7 +233,7 @@ static int walk(struct builder *bd, const struct bcpath_code *c, long s, long e,
 			}
 			break;
 		case BCK_BACK:
-			t = target_of(x, ins);
+			t = branch_target(x, ins);
 			take = e >= 0 && e < x && t <= e;
 			break;
 		case BCK_JBACK:

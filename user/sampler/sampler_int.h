@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sampler_int.h - what the sampler's two files share: sampler.c (the BPF
- * object, its targets, naming their stacks into rows) and sampler_probes.c
- * (the uprobes a target gets and the walk caches they drive). Not for use
- * outside them.
+ * sampler_int.h - what the sampler's files share: sampler.c (the BPF
+ * object, its targets, its counts), stack_rows.c (naming each stack into a
+ * row), sampler_probes.c (the uprobes a target gets and the walk caches they
+ * drive), waits.c and allocs.c (the off-CPU and allocation clocks). Not for
+ * use outside them.
  */
 #ifndef NUPP_SAMPLER_INT_H
 #define NUPP_SAMPLER_INT_H
@@ -135,6 +136,16 @@ struct sampler {
 /* sampler_probes.c; hidden: the Lua module's library is loaded into hosts
  * whose own symbols could take these names. */
 #define SAMPLER_INTERNAL __attribute__((visibility("hidden")))
+
+/* The live target of pid: one that exited may have left its pid to another. */
+static inline struct target *target_of(struct sampler *s, __u32 pid)
+{
+	for (int i = 0; i < s->ntargets; i++)
+		if (s->targets[i]->pid == (pid_t)pid && !s->targets[i]->gone)
+			return s->targets[i];
+	return NULL;
+}
+
 SAMPLER_INTERNAL void enable_walk_caches(struct sampler *s, struct target *tg);
 /* The walk caches off: the probe goes (its removal waits for a grace
  * period, here or, aside, on a thread of its own). */
@@ -145,7 +156,7 @@ SAMPLER_INTERNAL void watch_new_vm(struct sampler *s, struct target *tg);
 SAMPLER_INTERNAL void watch_coroutine_waits(struct sampler *s, struct target *tg);
 SAMPLER_INTERNAL void forget_freed_code(struct sampler *s, struct target *tg, __u64 epoch);
 SAMPLER_INTERNAL __u64 current_epoch(struct sampler *s, struct target *tg);
-/* sampler.c: slot idx holds a key: give it its row (e: its ring record, or NULL). */
+/* stack_rows.c: slot idx holds a key: give it its row (e: its ring record, or NULL). */
 SAMPLER_INTERNAL int see_slot(struct sampler *s, __u32 idx, const struct nupp_new_slot *e);
 /* waits.c: the kernel's side of the off-CPU clock, and its rows. */
 SAMPLER_INTERNAL int waits__configure(struct sampler *s, const struct sampler_opts *o,
