@@ -11,6 +11,7 @@
 #include <string.h>
 #include "cfunc_names.h"
 #include "symbolize.h"
+#include "base/pairmap.h"
 #include "base/util.h"
 
 #define FF_LUA		0	/* GCfunc ffid: Lua function */
@@ -71,87 +72,6 @@ static int put_int(struct strbuf *sb, long v)
 }
 
 /* ---------------------------------------------------------------------------
- * Caches: open addressing on a key of two u64, values owned by the caller.
- */
-
-struct map_slot {
-	__u64 k1, k2;
-	void *v;	/* NULL: free slot */
-};
-
-struct map {
-	struct map_slot *slots;
-	size_t cap;	/* a power of two, or 0 */
-	size_t n;
-};
-
-static size_t map_hash(__u64 k1, __u64 k2)
-{
-	__u64 h = k1 * 0x9e3779b97f4a7c15ULL ^ (k2 + 0x632be59bd9b4e019ULL);
-
-	h ^= h >> 31;
-	h *= 0xbf58476d1ce4e5b9ULL;
-	return (size_t)(h ^ (h >> 29));
-}
-
-static struct map_slot *map_slot(const struct map *m, __u64 k1, __u64 k2)
-{
-	size_t i = map_hash(k1, k2) & (m->cap - 1);
-
-	while (m->slots[i].v && (m->slots[i].k1 != k1 || m->slots[i].k2 != k2))
-		i = (i + 1) & (m->cap - 1);
-	return &m->slots[i];
-}
-
-static void *map_get(const struct map *m, __u64 k1, __u64 k2)
-{
-	return m->cap ? map_slot(m, k1, k2)->v : NULL;
-}
-
-static int map_grow(struct map *m)
-{
-	struct map old = *m;
-	size_t i;
-
-	m->cap = old.cap ? old.cap * 2 : 64;
-	m->slots = calloc(m->cap, sizeof(*m->slots));
-	if (!m->slots) {
-		*m = old;
-		return -ENOMEM;
-	}
-	for (i = 0; i < old.cap; i++)
-		if (old.slots[i].v)
-			*map_slot(m, old.slots[i].k1, old.slots[i].k2) = old.slots[i];
-	free(old.slots);
-	return 0;
-}
-
-/* Insert a new key (absent from m); 0 or -ENOMEM. */
-static int map_put(struct map *m, __u64 k1, __u64 k2, void *v)
-{
-	struct map_slot *sl;
-
-	if ((m->n + 1) * 2 > m->cap && map_grow(m))
-		return -ENOMEM;
-	sl = map_slot(m, k1, k2);
-	*sl = (struct map_slot){ k1, k2, v };
-	m->n++;
-	return 0;
-}
-
-/* Free every value with release, then empty the map. */
-static void map_clear(struct map *m, void (*release)(void *))
-{
-	size_t i;
-
-	for (i = 0; i < m->cap; i++)
-		if (m->slots[i].v)
-			release(m->slots[i].v);
-	free(m->slots);
-	*m = (struct map){ 0 };
-}
-
-/* ---------------------------------------------------------------------------
  * The symbolizer
  */
 
@@ -204,9 +124,9 @@ struct symbolizer {
 	const struct lj_layout *lj;
 	struct mem_reader mem;
 	int op_mov, op_gget, op_tgets, op_uget, op_knil, op_iterc;	/* -1 absent */
-	struct map protos;	/* (pt, 0) -> struct proto_ent */
-	struct map sites;	/* (pt, pos) -> struct site_ent */
-	struct map chunks;	/* (chunkname, builtin) -> struct chunk_ent */
+	struct pairmap protos;	/* (pt, 0) -> struct proto_ent */
+	struct pairmap sites;	/* (pt, pos) -> struct site_ent */
+	struct pairmap chunks;	/* (chunkname, builtin) -> struct chunk_ent */
 	__u64 gen;
 	__u64 unknown;
 	bool lines;		/* frames carry their current line */
@@ -275,9 +195,9 @@ static void chunk_ent_free(void *v)
 
 void symbolizer__flush(struct symbolizer *s)
 {
-	map_clear(&s->protos, proto_ent_free);
-	map_clear(&s->sites, site_ent_free);
-	map_clear(&s->chunks, chunk_ent_free);
+	pairmap__clear(&s->protos, proto_ent_free);
+	pairmap__clear(&s->sites, site_ent_free);
+	pairmap__clear(&s->chunks, chunk_ent_free);
 }
 
 void symbolizer__free(struct symbolizer *s)
@@ -530,12 +450,12 @@ static int module_copy(struct proto_ent *pe, const struct chunk_ent *ce)
 /* Remember pe's names for its chunkname (a failure only costs a read). */
 static void chunk_remember(struct symbolizer *s, const struct proto_ent *pe)
 {
-	struct chunk_ent *ce = map_get(&s->chunks, pe->pt.chunkname, pe->builtin);
+	struct chunk_ent *ce = pairmap__get(&s->chunks, pe->pt.chunkname, pe->builtin);
 
 	if (!pe->module || !pe->chunk)
 		return;
 	if (!ce && (!(ce = calloc(1, sizeof(*ce))) ||
-		    map_put(&s->chunks, pe->pt.chunkname, pe->builtin, ce))) {
+		    pairmap__put(&s->chunks, pe->pt.chunkname, pe->builtin, ce))) {
 		free(ce);
 		return;
 	}
@@ -553,7 +473,7 @@ static void chunk_remember(struct symbolizer *s, const struct proto_ent *pe)
 static int module_make(struct symbolizer *s, struct proto_ent *pe)
 {
 	struct strbuf raw = { 0 }, mod = { 0 };
-	const struct chunk_ent *ce = s->trusted ? map_get(&s->chunks, pe->pt.chunkname, pe->builtin)
+	const struct chunk_ent *ce = s->trusted ? pairmap__get(&s->chunks, pe->pt.chunkname, pe->builtin)
 						: NULL;
 	/* What str_read() reads at once, and a new stack's record holds. */
 	__u32 first = STR_AHEAD - s->lj->str_size;
@@ -588,7 +508,7 @@ static int module_make(struct symbolizer *s, struct proto_ent *pe)
  * NULL with *err set when it cannot be read. */
 static struct proto_ent *proto_get(struct symbolizer *s, __u64 addr, int *err)
 {
-	struct proto_ent *pe = map_get(&s->protos, addr, 0);
+	struct proto_ent *pe = pairmap__get(&s->protos, addr, 0);
 	struct lj_proto pt;
 
 	*err = 0;
@@ -599,7 +519,7 @@ static struct proto_ent *proto_get(struct symbolizer *s, __u64 addr, int *err)
 	if (pe && !memcmp(&pe->pt, &pt, sizeof(pt)))
 		return pe;
 	if (!pe) {
-		if (!(pe = calloc(1, sizeof(*pe))) || map_put(&s->protos, addr, 0, pe)) {
+		if (!(pe = calloc(1, sizeof(*pe))) || pairmap__put(&s->protos, addr, 0, pe)) {
 			free(pe);
 			*err = -ENOMEM;
 			return NULL;
@@ -833,7 +753,7 @@ static int site_derive(struct symbolizer *s, const struct lj_proto *pt, __u32 po
 static int site_get(struct symbolizer *s, struct proto_ent *pe, __u32 pos,
 		    const char **name)
 {
-	struct site_ent *se = map_get(&s->sites, pe->pt.addr, pos);
+	struct site_ent *se = pairmap__get(&s->sites, pe->pt.addr, pos);
 	struct strbuf raw = { 0 }, esc = { 0 };
 	int r;
 
@@ -849,7 +769,7 @@ static int site_get(struct symbolizer *s, struct proto_ent *pe, __u32 pos,
 		return r == -ENOMEM ? r : 1;
 	}
 	if (!se && (!(se = calloc(1, sizeof(*se))) ||
-		    map_put(&s->sites, pe->pt.addr, pos, se))) {
+		    pairmap__put(&s->sites, pe->pt.addr, pos, se))) {
 		free(se);
 		strbuf__free(&esc);
 		return -ENOMEM;
