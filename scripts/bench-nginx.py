@@ -2,6 +2,7 @@
 """bench-nginx.py - what profiling costs a production server, in its throughput.
 
     /usr/bin/python3 scripts/bench-nginx.py [--rounds 3] [--seconds 5] [--modes a,b]
+        [--handlers /cpu,/light,/alloc] [--settle 2]
 
 The server: Debian's nginx with its Lua module on OpenResty's LuaJIT (the
 stripped Debian library the tests run it with), one worker (four for the
@@ -16,8 +17,10 @@ connections, for --seconds per measurement.
 Rounds are interleaved: each round measures every mode once, in a shuffled
 order, on the same server, so that a machine's drift over minutes falls on
 every mode alike. A mode is nupp-bpf attached to the master with --children
-(as an SRE would attach to a running server), started before wrk and
-stopped (SIGINT) after it; "none" attaches nothing. Reported per mode and
+(as an SRE would attach to a running server), started --settle seconds
+before wrk (its attach's first look at each worker is done once, and is
+not what an always-on profiler costs) and stopped (SIGINT) after it; "none"
+attaches nothing and waits as long. Reported per mode and
 handler: the median over rounds of requests/s against the same round's
 "none" (with the lowest and highest), nupp-bpf's own CPU time as a share of
 one core over the measurement, and the workers' CPU.
@@ -195,11 +198,17 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--modes", help="a comma-separated subset of: " + ", ".join(MODES))
+    ap.add_argument("--handlers", help="a comma-separated subset of: " + ", ".join(HANDLERS))
+    ap.add_argument("--settle", type=float, default=2.0,
+                    help="seconds between the attach and the measurement (every mode, none too)")
     a = ap.parse_args()
     modes = [m.strip() for m in a.modes.split(",")] if a.modes else list(MODES)
     for m in modes:
         if m not in MODES:
             die(f"no mode {m!r}")
+    handlers = [h for h in HANDLERS if not a.handlers or h.split("?")[0] in a.handlers.split(",")]
+    if not handlers:
+        die(f"no handler among {a.handlers!r}")
     if os.geteuid() != 0:
         die("run it as root (nupp-bpf loads BPF programs)")
     for need in (NUPP, NGINX / "usr/sbin/nginx", LIB):
@@ -211,7 +220,7 @@ def main():
         servers = {w: Server(Path(tmp) / f"nginx{w}", w) for w in sorted({MODES[m][1] for m in modes})}
         try:
             for rnd in range(a.rounds):
-                for path in HANDLERS:
+                for path in handlers:
                     order = modes[:]
                     random.shuffle(order)
                     base = {}
@@ -220,6 +229,11 @@ def main():
                         args, w = MODES[m]
                         srv = servers[w]
                         p = attach(args, srv, f"{tmp}/out-{rnd}")
+                        # The attach's own work (a first look at every
+                        # worker, its build, its first stacks) is done
+                        # once; an always-on profiler's cost is what
+                        # follows. The same pause in every mode.
+                        time.sleep(a.settle)
                         w0 = sum(cpu_s(x) for x in srv.workers)
                         n0 = cpu_s(p.pid) if p else 0
                         t0 = time.monotonic()
@@ -249,11 +263,13 @@ def main():
           "thread` opens them on the workers' threads: what the timer's interrupts on every "
           "busy CPU cost); "
           "*workers' CPU* the same for the server's workers. nupp-bpf attaches to the master "
-          f"with `--children` before wrk starts and stops after it. The run took {took:.0f} s.")
+          f"with `--children`; wrk starts {a.settle:g} s after it records every worker (and as "
+          "long after nothing in the unprofiled run), and nupp-bpf stops after wrk. The run "
+          f"took {took:.0f} s.")
     print()
     print("| handler | mode | requests/s | requests/s vs none | nupp-bpf CPU | workers' CPU |")
     print("|---|---|---:|---:|---:|---:|")
-    for path in HANDLERS:
+    for path in handlers:
         for m in modes:
             v = results[(m, path)]
             rps = median([x[0] for x in v])
