@@ -5,8 +5,8 @@
         [--handlers /cpu,/light,/alloc] [--settle 2]
 
 The server: Debian's nginx with its Lua module on OpenResty's LuaJIT (the
-stripped Debian library the tests run it with), one worker (four for the
---children mode), serving tests/bench/nginx/handler.lua: /cpu, a CPU-bound
+stripped Debian library the tests run it with), one worker (four or
+sixteen in the modes that say so), serving tests/bench/nginx/handler.lua: /cpu, a CPU-bound
 handler (~0.3 ms of compiled Lua per request), /light (a header, an
 argument and a short answer: strings LuaJIT interns once, so nothing is
 allocated per request) and /alloc (a table and strings of its own per
@@ -33,6 +33,7 @@ Prints a Markdown section for docs/benchmarks.md (make bench puts it there
 through scripts/doc-section.py). As root.
 """
 import argparse
+import json
 import os
 import random
 import re
@@ -73,6 +74,9 @@ MODES = {
     "-F 997 (4 workers)": (["record", "-F", "997", "-o", "{out}.collapsed"], 4),
     "-F 997 --clock thread (4 workers)": (["record", "-F", "997", "--clock", "thread", "-o",
                                            "{out}.collapsed"], 4),
+    # Continuous profiling of a larger server: nupp-bpf's own CPU.
+    "none (16 workers)": (None, 16),
+    "record --rotate 60 (16 workers)": (["record", "--rotate", "60", "-o", "{out}.d"], 16),
 }
 HANDLERS = ["/cpu", "/light?id=7", "/alloc"]
 
@@ -104,6 +108,28 @@ def cpu_s(pid):
         except (FileNotFoundError, ProcessLookupError):
             pass
     return t / 1e9
+
+
+def bpf_progs():
+    """The BPF programs loaded now: id -> the time each has run (ns), as the
+    kernel counts it while kernel.bpf_stats_enabled is 1."""
+    r = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True)
+    try:
+        return {p["id"]: p.get("run_time_ns", 0) for p in json.loads(r.stdout or "[]")}
+    except ValueError:
+        return {}
+
+
+class BpfStats:
+    """kernel.bpf_stats_enabled on for the run, as it was after."""
+    PATH = Path("/proc/sys/kernel/bpf_stats_enabled")
+
+    def __enter__(self):
+        self.was = self.PATH.read_text().strip()
+        self.PATH.write_text("1")
+
+    def __exit__(self, *exc):
+        self.PATH.write_text(self.was)
 
 
 class Server:
@@ -216,7 +242,7 @@ def main():
             die(f"{need} is missing: `make all nginx` first")
     started = time.time()
     results = {}		# (mode, path) -> [(rps, ratio, nupp cpu share, workers' cpu share)]
-    with tempfile.TemporaryDirectory(prefix="bench-nginx.") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-nginx.") as tmp, BpfStats():
         servers = {w: Server(Path(tmp) / f"nginx{w}", w) for w in sorted({MODES[m][1] for m in modes})}
         try:
             for rnd in range(a.rounds):
@@ -228,6 +254,7 @@ def main():
                     for m in order:
                         args, w = MODES[m]
                         srv = servers[w]
+                        before = bpf_progs()	# nupp-bpf's: those it loads
                         p = attach(args, srv, f"{tmp}/out-{rnd}")
                         # The attach's own work (a first look at every
                         # worker, its build, its first stacks) is done
@@ -236,19 +263,22 @@ def main():
                         time.sleep(a.settle)
                         w0 = sum(cpu_s(x) for x in srv.workers)
                         n0 = cpu_s(p.pid) if p else 0
+                        b0 = {k: v for k, v in bpf_progs().items() if k not in before}
                         t0 = time.monotonic()
                         rps = srv.wrk(path, a.seconds)
                         wall = time.monotonic() - t0
                         wcpu = sum(cpu_s(x) for x in srv.workers) - w0
                         ncpu = (cpu_s(p.pid) if p else 0) - n0	# its steady state, not its start
+                        b1 = bpf_progs()
+                        bcpu = sum(b1.get(k, v) - v for k, v in b0.items()) / 1e9
                         detach(p)
-                        runs[m] = (rps, ncpu / wall, wcpu / wall)
+                        runs[m] = (rps, ncpu / wall, wcpu / wall, bcpu / wall)
                         if args is None:
                             base[w] = rps
-                    for m, (rps, ncpu, wcpu) in runs.items():
+                    for m, (rps, ncpu, wcpu, bcpu) in runs.items():
                         w = MODES[m][1]
                         ratio = rps / base[w] if w in base else float("nan")
-                        results.setdefault((m, path), []).append((rps, ratio, ncpu, wcpu))
+                        results.setdefault((m, path), []).append((rps, ratio, ncpu, wcpu, bcpu))
         finally:
             for s in servers.values():
                 s.stop()
@@ -262,13 +292,15 @@ def main():
           "as `--clock cpu` (the default) opens nupp-bpf's cpu-clock events, where `--clock "
           "thread` opens them on the workers' threads: what the timer's interrupts on every "
           "busy CPU cost); "
+          "*BPF CPU* the time its BPF programs ran (in the kernel, on the CPUs they fired on: "
+          "kernel.bpf_stats_enabled) over the measurement, in % of one core; "
           "*workers' CPU* the same for the server's workers. nupp-bpf attaches to the master "
           f"with `--children`; wrk starts {a.settle:g} s after it records every worker (and as "
           "long after nothing in the unprofiled run), and nupp-bpf stops after wrk. The run "
           f"took {took:.0f} s.")
     print()
-    print("| handler | mode | requests/s | requests/s vs none | nupp-bpf CPU | workers' CPU |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("| handler | mode | requests/s | requests/s vs none | nupp-bpf CPU | BPF CPU | workers' CPU |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for path in handlers:
         for m in modes:
             v = results[(m, path)]
@@ -277,7 +309,9 @@ def main():
             rel = "—" if MODES[m][0] is None else \
                 f"{100 * (median(ratios) - 1):+.1f}% ({100 * (min(ratios) - 1):+.1f}..{100 * (max(ratios) - 1):+.1f})"
             ncpu = "—" if MODES[m][0] is None else f"{100 * median([x[2] for x in v]):.2f}%"
-            print(f"| `{path.split('?')[0]}` | {m} | {rps:,.0f} | {rel} | {ncpu} | "
+            bcpu = "—" if MODES[m][0] is None or MODES[m][0][0] == "perf" else \
+                f"{100 * median([x[4] for x in v]):.3f}%"
+            print(f"| `{path.split('?')[0]}` | {m} | {rps:,.0f} | {rel} | {ncpu} | {bcpu} | "
                   f"{100 * median([x[3] for x in v]):.0f}% |")
 
 

@@ -86,10 +86,12 @@ def nginx_rows(s):
     for mode, what in (("--clock tick", "`record --clock tick`"), ("-F 99", "`record -F 99`"),
                        ("default job -F 997", "the default job, `-F 997`"),
                        ("record --rotate 60 (4 workers)", "`record --rotate 60`, 4 workers"),
+                       ("record --rotate 60 (16 workers)", "`record --rotate 60`, 16 workers"),
                        ("record --wall", "`record --wall`")):
         r = row(s, "`/cpu`", mode)
         out.append(("nginx requests/s, CPU-bound Lua handler: %s" % what,
-                    "%s, rounds %s; nupp-bpf %s of a core" % (r[3].split()[0], r[3].split()[1].strip("()"), r[4])))
+                    "%s, rounds %s; nupp-bpf %s of a core, its BPF programs %s"
+                    % (r[3].split()[0], r[3].split()[1].strip("()"), r[4], r[5])))
     # Every allocation traps: what it costs a handler that allocates.
     r = row(s, "`/alloc`", "record --alloc")
     out.append(("nginx requests/s, a handler allocating ~1.2 KB a request: `record --alloc` "
