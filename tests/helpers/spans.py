@@ -14,9 +14,19 @@ def truth_of(stdout):
     out = {}
     for line in stdout.splitlines():
         f = line.split()
-        if len(f) == 3 and f[0] == "truth" and f[1] not in ("cpu", "sink"):
+        if len(f) == 3 and f[0] == "truth" and f[1] not in ("cpu", "sink", "rest"):
             out[f[1]] = float(f[2])
     return out
+
+
+def truth_disturbed(stdout):
+    """Whether spans.lua's timing says its parts alone took longer than the
+    driver that runs them all (its `truth rest` below 0): no truth."""
+    for line in stdout.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[:2] == ["truth", "rest"]:
+            return float(f[2]) < 0
+    return False
 
 
 def split_of(rows, names):

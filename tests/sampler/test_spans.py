@@ -20,10 +20,11 @@ import re
 import pytest
 
 from helpers import workload
-from helpers.spans import SHAPES, errors, split_of, truth_of
+from helpers.spans import SHAPES, errors, split_of, truth_disturbed, truth_of
 
 GOAL = 5.0		# points
 Z = 4.5
+TRUTH_TRIES = 3
 BUILDS = ["stock-luajit", "stock-luajit2"]
 # Shapes whose error is larger, each for a measured reason (docs/testing.md),
 # bounded where it stands so that a regression still fails:
@@ -68,7 +69,14 @@ def test_span_shapes(nupp, lua_build_ready, shape, build_name, mode):
     stock builds."""
     goal = ALLOWED.get((shape, mode), GOAL)
     b = lua_build_ready(build_name)
-    run = record_shape(nupp, b, shape, mode == "joff")
+    # A timing whose parts alone add up to more than the driver was
+    # disturbed while it ran (a fresh-clone CI run of 7923db2: side, -joff,
+    # a12 + b4 at 101 % of loop(), loop()'s own share read 0 for 3-6 %):
+    # the run is measured again, twice at most; the last is asserted as it is.
+    for _ in range(TRUTH_TRIES):
+        run = record_shape(nupp, b, shape, mode == "joff")
+        if not truth_disturbed(run.stdout):
+            break
     truth = truth_of(run.stdout)
     assert "self" in truth and len(truth) >= 2, f"spans.lua printed no truth:\n{run.stdout}"
     got = split_of(run.rows, [n for n in truth if n != "self"])
