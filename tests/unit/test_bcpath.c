@@ -276,6 +276,8 @@ int main(void)
 	}
 	/* A call no snapshot shows: into the callee the reader names, to its
 	 * return; past it when it names none. */
+	__u64 builtin_w = 0, arith_w = 0;
+
 	for (int known = 0; known < 2; known++) {
 		struct bcpath_level a[] = { LV(0, at(ADDR_LOOP, call - 1)) };
 		struct bcpath_level b[] = { LV(0, at(ADDR_LOOP, call + 2)) };
@@ -299,6 +301,20 @@ int main(void)
 		check(seen_uv == 0 && seen_ret == at(ADDR_LOOP, call) && seen_caller.fn == 0 &&
 		      seen_caller.pc == at(ADDR_LOOP, call - 1),
 		      "the reader is asked for upvalue 0 of the caller's frame, after the CALL");
+		/* Passed over, the call is a builtin compiled in place: it
+		 * weighs twice an arithmetic instruction of the callee
+		 * (the heaviest step of the path into it, below). */
+		for (int i = 0; !err && i < p.nsteps; i++) {
+			__u64 w = p.steps[i].cum - (i ? p.steps[i - 1].cum : 0);
+
+			if (!known && p.steps[i].pc == at(ADDR_LOOP, call))
+				builtin_w = w;
+			else if (known && p.steps[i].nlv == 2 && w > arith_w)
+				arith_w = w;
+		}
+		if (known)
+			check(arith_w && builtin_w == 2 * arith_w,
+			      "a builtin's call weighs twice an arithmetic instruction");
 		/* The middle of the path lies in the callee's arithmetic. */
 		if (known) {
 			const struct bcpath_step *mid = bcpath_at(&p, 1, 2);
