@@ -19,6 +19,10 @@ bench: $(B)/nupp-bpf lua $(BENCH_UNSEEN) $(B)/tests/luahost
 	$(call msg,BENCH,scripts/bench-trace.py)
 	$(Q)$(PYTHON) scripts/bench-trace.py --luajit $(LUAJIT)
 	$(Q)$(PYTHON) scripts/headline.py
+	$(call msg,BENCH,scripts/bench-traces.py)
+	$(Q)$(PYTHON) scripts/doc-section.py --markdown bench-traces \
+		"Compiled samples mapped through their traces: what the mapping costs (\`scripts/bench-traces.py\`)" \
+		$(PYTHON) scripts/bench-traces.py --luajit $(LUAJIT) --traces 1000 --seconds 10 --rounds 5
 	$(call msg,BENCH,scripts/bench-zone.lua)
 	$(Q)$(LUA_TEST_ENV) $(PYTHON) scripts/doc-section.py bench-zone \
 		"Zones: ns per enter+leave pair in a compiled loop (\`scripts/bench-zone.lua\`)" \
@@ -57,7 +61,10 @@ bench-dump: $(B)/nupp-bpf $(B)/tests/luahost
 
 # A production server's throughput under each way of profiling it, with
 # nupp-bpf's own CPU (wrk comes from scripts/install-deps.sh).
-bench-nginx: $(B)/nupp-bpf $(NGINX_STAMP)
+# nginx, the target of nginx.mk: mk/*.mk are read in name order, so
+# NGINX_STAMP is still empty here, and `make bench` after `make` stopped at
+# bench-nginx with no nginx to run.
+bench-nginx: $(B)/nupp-bpf nginx
 	$(call msg,BENCH,scripts/bench-nginx.py)
 	$(Q)$(PYTHON) scripts/doc-section.py --markdown bench-nginx \
 		"A production server: nginx's requests/s under each way of profiling it (\`scripts/bench-nginx.py\`)" \

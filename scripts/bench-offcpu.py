@@ -8,9 +8,11 @@ its child through two pipes: every round trip blocks each once, four
 switches of the machine, two of them target threads switching out. Two
 measures:
 
-1. Throughput: runs alone and under `nupp-bpf record --off-cpu` alternate,
-   --rounds times each; each run's rate is the round trips per second the
-   program measures over its own loop. On these machines two runs of the
+1. Throughput: runs alone, under `nupp-bpf record --off-cpu` and under
+   `perf record -e sched:sched_switch -a` (the reference: what any observer
+   of the scheduler's tracepoint costs on the machine) alternate, --rounds
+   times each; each run's rate is the round trips per second the program
+   measures over its own loop. On these machines two runs of the
    same program differ by up to 10 %: the ratio of medians is a rough
    figure.
 2. The channel's own time, which is what it takes from the target: the
@@ -93,7 +95,7 @@ def main():
     ap.add_argument("--trips", type=int, default=150000)
     ap.add_argument("--luajit", default="/usr/bin/luajit")
     a = ap.parse_args()
-    plain, profiled, every = [], [], set()
+    plain, profiled, traced, every = [], [], [], set()
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "p.collapsed")
         for _ in range(a.rounds):
@@ -103,15 +105,22 @@ def main():
             profiled.append(r)
             m = re.search(r"one switch in up to (\d+) was walked", err)
             every.add(int(m[1]) if m else 1)
+            # The reference: the kernel's own tracing of every switch, what
+            # any observer of the tracepoint pays on this machine.
+            traced.append(rate(["perf", "record", "-q", "-e", "sched:sched_switch", "-a", "-o",
+                                os.path.join(tmp, "perf.data"), "--", a.luajit, PINGPONG,
+                                str(a.trips)])[0])
     per_run, runs_s, share = own_time(a.luajit)
-    p, q = statistics.median(plain), statistics.median(profiled)
+    p, q, t = statistics.median(plain), statistics.median(profiled), statistics.median(traced)
     print("| | round trips/s (median of %d) | target switches out/s |" % a.rounds)
     print("|---|---:|---:|")
     print(f"| alone | {p:,.0f} | {2 * p:,.0f} |")
     print(f"| `record --off-cpu` | {q:,.0f} | {2 * q:,.0f} |")
+    print(f"| `perf record -e sched:sched_switch -a` (reference) | {t:,.0f} | {2 * t:,.0f} |")
     print(f"\nThroughput: **{100 * (1 - q / p):.1f} %** lower under `--off-cpu` (runs alternate; "
           f"each rate is the program's own over its loop; one switch out in up to {max(every)} "
-          f"was walked).")
+          f"was walked); under perf's tracing of the same tracepoint, **{100 * (1 - t / p):.1f} %** "
+          f"lower.")
     print(f"\nThe switch program's own time: **{per_run:.0f} ns** a run (its timing by the "
           f"kernel included), {runs_s:,.0f} runs/s, **{100 * share:.1f} %** of the target's "
           f"CPU time over the same 3 s.")

@@ -253,21 +253,43 @@ def schedstat_ns(pid):
         return int(f.read().split()[0])
 
 
+def threads_cpu_ns(pid, seen):
+    """Each live thread's CPU time (its schedstat) into seen, {tid: ns}:
+    a thread that has exited keeps the last value read."""
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                seen[tid] = int(f.read().split()[0])
+        except (OSError, IndexError, ValueError):
+            pass
+
+
 def wait_polling(pid, proc, what, timeout=15.0):
     """Wait until nupp-bpf sleeps in its poll loop (clock_nanosleep between
     ticks, or poll on its ring of new stacks while it only samples): it has
-    loaded, attached and registered the target."""
+    loaded, attached and registered the target. Returns the CPU time it
+    has spent by then, in s, threads that have exited included: the
+    sampler's BPF object loads on a thread of its own, gone by then, whose
+    time /proc/PID/schedstat (the main thread's) leaves out. Read every
+    millisecond, a thread's time misses at most its last one."""
     t_end = time.monotonic() + timeout
+    seen = {}
     while time.monotonic() < t_end:
         if proc.poll() is not None:
             die("%s exited early: %s" % (what, proc.stderr.read().strip()))
+        threads_cpu_ns(pid, seen)
         try:
             with open("/proc/%d/syscall" % pid) as f:
                 if f.read().split()[0] in (str(SYS_CLOCK_NANOSLEEP), str(SYS_POLL)):
-                    return
+                    threads_cpu_ns(pid, seen)
+                    return sum(seen.values()) / 1e9
         except (OSError, IndexError):
             pass
-        time.sleep(0.005)
+        time.sleep(0.001)
     die("%s did not attach within %.0f s" % (what, timeout))
 
 
@@ -349,8 +371,7 @@ def run_one(a, workload, config):
     elif kind == "nupp":
         prof = subprocess.Popen(nupp_cmd(a, tgt.pid, args), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
-        wait_polling(prof.pid, prof, "nupp-bpf")
-        ready_cpu = schedstat_ns(prof.pid) / 1e9
+        ready_cpu = wait_polling(prof.pid, prof, "nupp-bpf")
         # Holding the program keeps its run time readable after nupp-bpf exits.
         progs = held_bpf_ids(prof.pid)[1]
         prog_fds = [prog_fd_by_id(i) for i in progs]
@@ -908,7 +929,7 @@ def write_report(a, info, runs, bcost, lat, many, started):
     L += ["", "### nupp-bpf's own CPU and memory at 997 Hz", "",
           "From the `nupp 997` runs above (`nupp-bpf record -p PID -o /dev/null -F 997`), `wait4` "
           "on nupp-bpf. *total*: all its CPU time, start-up included. *while recording*: CPU time "
-          "after it reached its poll loop (`/proc/PID/schedstat` then) until exit, divided by the "
+          "after it reached its poll loop (every thread's `schedstat` then, the exited loader's included) until exit, divided by the "
           "wall time from releasing the target to nupp-bpf's exit. Peak RSS = nupp-bpf's `VmHWM` "
           "(`/proc/PID/status`) when its target has exited and it is finishing; `ru_maxrss` from "
           "`wait4` would report at least this script's own RSS, which a child's peak starts from.", "",
@@ -977,8 +998,10 @@ def targets(runs, bcost, lat):
     bpf997 = {r["w"]: r["bpf_pct"] for r in all_rows if r["c"] == "nupp 997"}
     d16 = med([r["per_sample_ns"] for r in bcost["cpu 997 Hz, --depth 16"]])
     d16e = med([r["est_ns"] for r in bcost["cpu 997 Hz, --depth 16"]])
-    firsts = med([r["first"] for r in lat if r.get("first") is not None])
-    unseen = med([r["unseen_first"] for r in lat if r.get("unseen_first") is not None])
+    def first_of(kind):		# the nupp-bpf measured (--compare's come after it)
+        return med([r["first"] for r in lat
+                    if r.get("kind") == kind and r["nupp"] == lat[0]["nupp"] and r.get("first") is not None])
+    firsts, unseen = first_of("known"), first_of("unseen_first")
     core = max(med([100 * r["nupp_run_cpu"] / r["nupp_run_wall"] for r in runs[(w, "nupp 997")]])
                for w in WORKLOADS)
     rss = max(r["nupp_rss_kib"] or 0 for w in WORKLOADS for r in runs[(w, "nupp 997")]) / 1024
@@ -1056,9 +1079,21 @@ def main():
                         "--compare, of each build in turn")
     p.add_argument("--many-workers", metavar="N,N", help="with --many-only: these worker counts")
     p.add_argument("--floor", type=int, metavar="HZ", help=argparse.SUPPRESS)
+    p.add_argument("--from-raw", action="store_true",
+                   help="measure nothing: write the report again from --raw, the last run's numbers")
     a = p.parse_args()
     if a.floor:
         return floor_main(a.floor)
+    if a.from_raw:
+        with open(a.raw) as f:
+            raw = json.load(f)
+        info = raw["machine"]
+        info["load"] = tuple(info["load"])	# JSON made the pair a list
+        started = info.get("started") or datetime.datetime.fromtimestamp(
+            os.path.getmtime(a.raw)).astimezone().strftime("%Y-%m-%d %H:%M %Z")
+        runs = {(o["workload"], o["config"]): o["runs"] for o in raw["overhead"]}
+        write_report(a, info, runs, raw["bpf_cost"], raw["latency"], raw["many"], started)
+        return
     if os.geteuid() != 0:
         die("needs root (BPF programs, perf events, kernel.bpf_stats_enabled)")
     if not os.access(a.nupp, os.X_OK):
@@ -1097,6 +1132,7 @@ def main():
     info["steal"] = (steal_ticks() - steal0) / os.sysconf("SC_CLK_TCK")
     info["others"] = med([(r["busy_s"] - r["cpu"]) / r["wall"] for rs in runs.values() for r in rs])
     info["elapsed"] = time.monotonic() - t0
+    info["started"] = started
     os.makedirs(os.path.dirname(a.raw), exist_ok=True)
     with open(a.raw, "w") as f:
         json.dump({"machine": info, "latency": lat, "many": many, "bpf_cost": bcost,

@@ -20,7 +20,11 @@ markdown = args[:1] == ["--markdown"]
 if markdown:
     args = args[1:]
 name, title, cmd = args[0], args[1], args[2:]
-out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+# Its stderr passes through: its progress, and why it failed when it does.
+try:
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout
+except subprocess.CalledProcessError as e:
+    sys.exit("doc-section.py: %s exited %d; %s left as it was" % (" ".join(cmd), e.returncode, name))
 begin, end = "<!-- %s: begin -->" % name, "<!-- %s: end -->" % name
 when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 section = "\n".join([begin, "## " + title, "",

@@ -74,6 +74,13 @@ def trace_rows(s):
              "%s µs against %s µs" % (nupp, jit))]
 
 
+def traces_rows(s):
+    cost, = line(s, r"The mapping's cost: \*\*([\d.]+ %)\*\*")
+    traces, = line(s, r"target: (\d+) traces")
+    return [("mapping compiled samples through their traces (%s traces, `-F 997`): nupp-bpf's CPU"
+             % traces, "%s of a core" % cost)]
+
+
 def zone_rows(s):
     closed, = line(s, r"gate closed:\s+([\d.]+) ns")
     opened, = line(s, r"gate open:\s+([\d.]+) ns")
@@ -109,8 +116,11 @@ def offcpu_rows(s):
     lower, = line(s, r"Throughput: \*\*([-\d.]+ %)\*\* lower")
     ns, share = line(s, r"own time: \*\*(\d+) ns\*\* a run.*?\*\*([\d.]+ %)\*\* of the target")
     rate, = line(s, r"\| alone \| [\d,]+ \| ([\d,]+) \|")
-    return [("`record --off-cpu`, two processes switching %s times a second: throughput lost; "
-             "the switch program's time" % rate, "%s; %s ns a switch, %s of their CPU" % (lower, ns, share))]
+    ref = re.search(r"perf's tracing of the same tracepoint, \*\*([-\d.]+ %)\*\*", s)
+    return [("`record --off-cpu`, two processes switching %s times a second: throughput lost "
+             "(perf's own tracing of the switches); the switch program's time" % rate,
+             "%s (%s); %s ns a switch, %s of their CPU"
+             % (lower, ref[1] if ref else "not measured", ns, share))]
 
 
 def alloc_rows(s):
@@ -126,7 +136,8 @@ def check_rows(s):
     return [("`nupp-bpf check`, lines of Lua per second on one core", "{:,}".format(int(r[5])))]
 
 
-TABLE = (("bench-sampler", sampler_rows), ("bench-trace", trace_rows), ("bench-zone", zone_rows),
+TABLE = (("bench-sampler", sampler_rows), ("bench-trace", trace_rows), ("bench-traces", traces_rows),
+         ("bench-zone", zone_rows),
          ("bench-nginx", nginx_rows), ("bench-check", check_rows), ("bench-heap", heap_rows),
          ("bench-offcpu", offcpu_rows), ("bench-alloc", alloc_rows))
 
