@@ -119,7 +119,9 @@ def test_preempted_too_is_all_time_off_the_cpu(nupp):
 
 
 def test_lock_contended_between_threads(nupp, tmp_path):
-    """luahost --threads 2, --include-preempted: thread 1 takes a file lock
+    """luahost --threads 2, --include-preempted: after 0.3 s (for nupp-bpf to
+    know both threads' VMs; a fresh-clone CI run once charged nothing to
+    wait_lock), thread 1 takes a file lock
     and holds it 0.5 s, thread 2 waits for it in flock(2); each thread
     times its call. The waiter's time is charged to wait_lock with a
     flock leaf, the holder's sleep to hold_lock, each within ±5 % of its
