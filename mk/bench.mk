@@ -9,8 +9,10 @@
 
 # The build no registry holds that bench-sampler.py attaches to (a stripped
 # copy of it): built here, so that `make bench` needs no `make test` first.
+# On the `luajit` target, not on LJ_STAMPS: luajit.mk is read after this
+# file (mk/*.mk in name order), so LJ_STAMPS would still be empty here.
 BENCH_UNSEEN := $(B)/variants/luajit-clang-O2/src/luajit
-$(BENCH_UNSEEN): $(LJ_STAMPS)
+$(BENCH_UNSEEN): | luajit
 	$(Q)B=$(B) scripts/build-variants.sh luajit-clang-O2
 
 bench: $(B)/nupp-bpf lua $(BENCH_UNSEEN) $(B)/tests/luahost

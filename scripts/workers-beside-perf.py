@@ -20,35 +20,19 @@ every container"). As root, from a built tree.
 import argparse
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
+from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from tests.helpers.perf import PerfBeside, THREAD_RE  # noqa: E402
+
 NUPP = os.path.join(ROOT, "build", "nupp-bpf")
 WORKLOAD = os.path.join(ROOT, "tests", "fixtures", "workloads", "sameworkers.lua")
 RECORDING_CHILD = re.compile(r"nupp-bpf: recording PID \d+: .*, a child of PID")
-
-
-def perf_record(path):
-    """perf sampling every CPU into path, its events open on return."""
-    p = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "997", "-a", "-o", path,
-                          "--", "sleep", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while not (os.path.exists(path) and os.path.getsize(path) > 0):
-        if p.poll() is not None:
-            sys.exit("workers-beside-perf: perf record failed")
-        time.sleep(0.05)
-    return p
-
-
-def perf_counts(path):
-    """{pid: samples} of a perf.data."""
-    rep = subprocess.run(["perf", "report", "-i", path, "--sort", "pid", "-F", "sample,pid",
-                          "--stdio"], capture_output=True, text=True, check=True).stdout
-    return {int(m[2]): int(m[1]) for m in re.finditer(r"^\s*(\d+)\s+(\d+):", rep, re.M)}
 
 
 def nupp_counts(path):
@@ -56,9 +40,10 @@ def nupp_counts(path):
     got = {}
     with open(path) as f:
         for line in f:
-            m = re.match(r"^\[(\d+)/\d+ [^\]]*\];.* (\d+)$", line)
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            m = THREAD_RE.match(stack)
             if m:
-                got[int(m[1])] = got.get(int(m[1]), 0) + int(m[2])
+                got[int(m[1])] = got.get(int(m[1]), 0) + int(count)
     return got
 
 
@@ -75,7 +60,7 @@ def outside(rs):
 
 def one_run(d, workers):
     """perf a, perf b and nupp-bpf over one run: their {pid: samples} and the workers."""
-    a, b = perf_record(f"{d}/a.data"), perf_record(f"{d}/b.data")
+    a, b = PerfBeside(Path(d, "a.data")), PerfBeside(Path(d, "b.data"))
     go = f"{d}/go"
     p = subprocess.Popen([NUPP, "record", "-F", "997", "--threads", "-o", f"{d}/nupp.txt", "--",
                           "/usr/bin/luajit", WORKLOAD, str(workers), "0.2", go],
@@ -87,14 +72,13 @@ def one_run(d, workers):
             break
     open(go, "w").close()
     out, _ = p.communicate()
-    for q in (a, b):
-        q.send_signal(signal.SIGINT)
-    for q in (a, b):
-        q.wait()
+    a.interrupt()		# both end at once: neither samples longer than the other
+    b.interrupt()
+    counts_a, counts_b = a.stop(), b.stop()
     if p.returncode:
         sys.exit(f"workers-beside-perf: nupp-bpf exited {p.returncode}")
     pids = [int(m[1]) for m in re.finditer(r"^truth (\d+)", out, re.M)]
-    return perf_counts(f"{d}/a.data"), perf_counts(f"{d}/b.data"), nupp_counts(f"{d}/nupp.txt"), pids
+    return counts_a, counts_b, nupp_counts(f"{d}/nupp.txt"), pids
 
 
 def main():

@@ -6,5 +6,6 @@ from .paths import *		# noqa: F401,F403
 from .builds import *		# noqa: F401,F403
 from .builds import _pinned_libdir	# noqa: F401
 from .nupp import *		# noqa: F401,F403
+from .perf import *		# noqa: F401,F403
 from .procs import *		# noqa: F401,F403
 from .variants import *		# noqa: F401,F403

@@ -177,6 +177,20 @@ def poisson_bound(mean, false_alarm=1e-4):
     return k
 
 
+def binomial_low(n, p, false_alarm=1e-4):
+    """The largest k with P(X < k) < false_alarm for X binomial (n, p): a
+    count of n trials, each a success with probability at least p, held to
+    at least k falls short by chance less often than that."""
+    cdf, k = 0.0, 0
+    while k <= n:
+        term = math.comb(n, k) * p ** k * (1 - p) ** (n - k)
+        if cdf + term >= false_alarm:
+            return k
+        cdf += term
+        k += 1
+    return n
+
+
 def share_tol(n, want_pct, timing_pts=1.0):
     """Points a sampled share may lie from a timed one. The model: each of
     the n samples falls in the function with p = want_pct / 100 (binomial),

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import (BUILD, CONTAINER, MULTIARCH, NUPP, ROOT, STOCK, frames, parse_collapsed,
+from helpers import (BUILD, CONTAINER, MULTIARCH, NUPP, ROOT, STOCK, THREAD_RE, frames, parse_collapsed,
                       parse_summary, wait_for, wait_for_teardowns)
-from helpers.nupp import poisson_bound
+from helpers.nupp import binomial_low, poisson_bound
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,6 @@ LIBS = {
 CONTAINERS = {f"{suite}-container": BUILD / "roots" / suite for suite in ("trixie", "sid")}
 SERVERS = sorted(LIBS) + sorted(CONTAINERS)
 SUM_N = 200000
-THREAD_RE = re.compile(r"^\[(\d+)/(\d+) vm (0x[0-9a-f]+)\];(.*)$")
 
 
 def checksum(n):
@@ -204,9 +203,11 @@ def nginx(privileged, lua_build_ready, tmp_path):
 def test_nginx_workers_profiled(nginx, tmp_path, kind):
     """The default job (both channels), attached to the running master with
     --children --threads for 4 s; once both workers are recorded as
-    children of the master, the load starts. Each worker's Lua samples are at
-    least 90 % in exactly content_by_lua(nginx.conf:L):0;handler.lua:sum;
-    handler.lua:checksum, and the samples are at least 80 % compiled (the
+    children of the master, the load starts. Each worker's Lua samples
+    are all in the two handlers the load calls (their content_by_lua chunk
+    first: a stack walked wrong starts elsewhere), and most in exactly
+    content_by_lua(nginx.conf:L):0;handler.lua:sum;handler.lua:checksum
+    (the model below), and the samples are at least 80 % compiled (the
     loop runs on trace); some samples, at most half, are "outside Lua" (the
     worker in nginx's own code, no function on its Lua stack), and at most
     1 % are unresolved. The trace
@@ -234,6 +235,8 @@ def test_nginx_workers_profiled(nginx, tmp_path, kind):
     assert p.returncode == 0 and recorded == set(server.workers), stderr
 
     sum_line = line_of(server.conf, "location /sum")
+    chunks = {"content_by_lua(nginx.conf:%d):0" % sum_line,
+              "content_by_lua(nginx.conf:%d):0" % line_of(server.conf, "location /closures")}
     hot = ["content_by_lua(nginx.conf:%d):0" % sum_line, "handler.lua:sum", "handler.lua:checksum"]
     per_worker, in_hot = {}, {}
     for stack, count in parse_collapsed((tmp_path / "job.collapsed").read_text()):
@@ -241,11 +244,17 @@ def test_nginx_workers_profiled(nginx, tmp_path, kind):
         assert m, f"line without a [pid/tid vm ADDR] frame: {stack!r}"
         pid = int(m[1])
         assert pid in server.workers, f"samples of PID {pid}, not a worker (the master waits)"
+        assert frames(m[4])[0] in chunks, f"a stack in neither handler: {stack!r}\n{stderr}"
         per_worker[pid] = per_worker.get(pid, 0) + count
         in_hot[pid] = in_hot.get(pid, 0) + count * (frames(m[4]) == hot)
     assert sorted(per_worker) == server.workers, (per_worker, stderr)
+    # The model: each of a worker's n samples lies in the hot stack with
+    # probability p >= 0.8, the rest in /closures (one request in ten) and
+    # in sum's own code and its ngx.say. Measured: 0.90 (103 of 115, the
+    # lowest seen: a fresh clone's CI beside a busy loop per CPU, where
+    # the bound was 0.9 of n); held to the binomial's 1e-4 quantile.
     for pid, n in per_worker.items():
-        assert n >= 20 and in_hot[pid] >= 0.9 * n, \
+        assert n >= 20 and in_hot[pid] >= binomial_low(n, 0.8), \
             f"worker {pid}: {in_hot[pid]} of {n} samples in {';'.join(hot)}:\n{stderr}"
     s = parse_summary(stderr)
     assert s.states["compiled"] >= 80, stderr

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 
 from helpers.paths import LUAHOST_LIBS
-from helpers import (BUILDS, NUPP, assert_rate, JP_ARGS, LUAJIT_ROOT, Nupp, ROOT, Run, STOCK_LUAJIT, StealLog, frames, max_depth,
-                      parse_jp_states, parse_truth, poisson_bound, SUMMARY_RE, share, share_tol, top, total, wait_for, workload)
+from helpers import (BUILDS, NUPP, assert_rate, JP_ARGS, LUAJIT_ROOT, Nupp, PerfBeside, ROOT, Run, STOCK_LUAJIT, StealLog,
+                      THREAD_RE, frames, max_depth, parse_jp_states, parse_truth, poisson_bound, SUMMARY_RE, share, share_tol, top, total, wait_for, workload)
 
 FREQ = 997
 MAX_UNRESOLVED = 0.01		# at most 1 % of the samples may not resolve
@@ -108,7 +108,6 @@ def test_build_and_mode(nupp, target, lua_build_ready, build_name, mode):
 
 # --- several VMs on several threads -----------------------------------------------------
 
-THREAD_RE = re.compile(r"^\[(\d+)/(\d+) vm (0x[0-9a-f]+)\];(.*)$")
 HOSTS = [n for n, b in BUILDS.items() if b.embedded]
 
 
@@ -653,30 +652,6 @@ def test_launch_follows_forked_workers(nupp):
         assert_samples_per_cpu(run, f"forkworkers.lua:{fn}", truth[fn], 0.75)
 
 
-class PerfBeside:
-    """`perf record -e cpu-clock -F 997 -a` for the length of a test: the
-    kernel's own sampling of the same run, samples per process."""
-
-    def __init__(self, tmp_path):
-        self.data = tmp_path / "perf.data"
-        self.p = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(FREQ),
-                                   "-a", "-o", str(self.data), "--", "sleep", "600"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        # perf has opened its events once its output file has its header
-        wait_for(lambda: self.data.exists() and self.data.stat().st_size > 0 or
-                 self.p.poll() is not None, timeout=20)
-        assert self.p.poll() is None, f"perf record failed: {self.p.stderr.read()}"
-
-    def stop(self):
-        """{pid: samples}."""
-        self.p.send_signal(signal.SIGINT)
-        self.p.wait(timeout=60)
-        rep = subprocess.run(["perf", "report", "-i", str(self.data), "--sort", "pid", "-F",
-                              "sample,pid", "--stdio"], capture_output=True, text=True,
-                             timeout=120).stdout
-        return {int(m[2]): int(m[1]) for m in re.finditer(r"^\s*(\d+)\s+(\d+):", rep, re.M)}
-
-
 @pytest.mark.parametrize("n,clock", [(12, "cpu"), (72, "cpu"), (12, "thread")])
 def test_launch_many_workers_on_one_stack(nupp, tmp_path, n, clock):
     """sameworkers.lua forks n workers that wait until nupp-bpf has said it
@@ -696,7 +671,7 @@ def test_launch_many_workers_on_one_stack(nupp, tmp_path, n, clock):
     carries the master's inherited event and, once it is a target, its
     own; only its own may count (twice perf's count fails it)."""
     go = tmp_path / "go"
-    perf = PerfBeside(tmp_path)
+    perf = PerfBeside(tmp_path / "perf.data", FREQ)
     steal, t0 = StealLog(), time.monotonic()
     p, out = nupp.start(["record", "-F", FREQ, "--clock", clock, "--threads", "--",
                          *STOCK_LUAJIT.command(workload("sameworkers.lua"), n, 0.2, go)])
