@@ -22,6 +22,7 @@
 /* The VM's C frame (x64 POSIX, GC64; lj_frame.h): L->cframe & ~3 points at
  * it, and it keeps the interpreter's PC there around calls out of the VM. */
 #define LJ_CFRAME_RAWMASK	(~3ULL)
+#define LJ_CFRAME_RESUME	1	/* L->cframe of a coroutine that may yield */
 #define LJ_CFRAME_OFS_PC	24
 
 /* g->vmstate holds ~LJ_VMST_x, or a trace number (>= 0) while on trace. */

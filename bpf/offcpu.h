@@ -185,14 +185,22 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	return 0;
 }
 
-/* Coroutine waits (--waits): a coroutine that yields from C, as OpenResty's
- * cosocket operations and ngx.sleep do (lua_yield), and is resumed from C by
- * its event loop (lua_resume), waits meanwhile while its thread runs other
- * coroutines or sleeps in the loop. At the yield its stack is walked (it is
- * the running coroutine, in a C function) and noted by coroutine; at its
- * resume the time since is charged as a wait. Plain uprobes at the two
- * API functions' entries: neither is unwound through by LuaJIT (a yield
- * across them returns normally to their C caller). */
+/* Coroutine waits (--waits): a coroutine that yields waits until it is
+ * resumed, while its thread runs other coroutines or sleeps in an event
+ * loop. At the yield its stack is walked (it is the running coroutine) and
+ * noted by coroutine; at its resume the time since is charged as a wait.
+ * Two ways to yield and resume, probed alike:
+ * - from C, as OpenResty's cosocket operations and ngx.sleep do (lua_yield)
+ *   and its event loop does (lua_resume): plain uprobes at the two API
+ *   functions' entries, the lua_State their first argument. Neither is
+ *   unwound through by LuaJIT (a yield across them returns normally to
+ *   their C caller);
+ * - from Lua, as fiber schedulers do: coroutine.yield, coroutine.resume and
+ *   coroutine.wrap's functions, fast functions of the VM's assembly, probed
+ *   on a conditional jump where rbp holds the coroutine's lua_State
+ *   (user/luajit/vm_coroutines.c). Their probes carry the cookie
+ *   NUPP_CO_IN_RBP.
+ * A coroutine yielded one way may be resumed the other: both key it alike. */
 struct co_key {
 	__u32 pid;		/* the process: lua_State addresses are per process */
 	__u32 pad;
@@ -206,17 +214,32 @@ struct {
 	__type(value, struct nupp_off_since);
 } co_since SEC(".maps");
 
+/* The coroutine a yield or resume probe names. */
+static __always_inline __u64 probed_coroutine(struct pt_regs *ctx)
+{
+	return bpf_get_attach_cookie(ctx) == NUPP_CO_IN_RBP ? PT_REGS_FP(ctx) & LJ_GCVMASK
+							    : PT_REGS_PARM1(ctx);
+}
+
 SEC("uprobe")
 int on_yield(struct pt_regs *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 zero = 0, pid = view_tgid(task);
 	struct nupp_proc *p = proc_of(pid);
-	struct co_key key = { .pid = pid, .L = PT_REGS_PARM1(ctx) };
+	struct co_key key = { .pid = pid, .L = probed_coroutine(ctx) };
 	struct switch_scratch *ss;
 	struct sampler_scratch *sc;
+	__u64 cframe = 0;
 
-	if (!p || !(sc = scratch_for(task, pid)) || !(ss = bpf_map_lookup_elem(&switch_scratch, &zero)))
+	if (!p)
+		return 0;
+	/* coroutine.yield outside a resumable coroutine (the main thread, or
+	 * across a C call) raises an error instead: no wait. */
+	if (bpf_get_attach_cookie(ctx) == NUPP_CO_IN_RBP &&
+	    (LJ_READ(&cframe, 8, key.L + p->lj.L_cframe) || !(cframe & LJ_CFRAME_RESUME)))
+		return 0;
+	if (!(sc = scratch_for(task, pid)) || !(ss = bpf_map_lookup_elem(&switch_scratch, &zero)))
 		return 0;
 	VM_REGS(sc->regs, ctx);
 	sample(p, sc, true);		/* counted at the resume */
@@ -229,7 +252,7 @@ SEC("uprobe")
 int on_resume(struct pt_regs *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct co_key key = { .pid = view_tgid(task), .L = PT_REGS_PARM1(ctx) };
+	struct co_key key = { .pid = view_tgid(task), .L = probed_coroutine(ctx) };
 	struct nupp_off_since *since = bpf_map_lookup_elem(&co_since, &key);
 	__u64 now = bpf_ktime_get_ns();
 

@@ -220,6 +220,10 @@ struct nupp_off_since {
 
 #define NUPP_WAIT_UNCOUNTED	0xffffffffU
 #define NUPP_WAIT_COROUTINE	(-2)
+/* The cookie of a --waits probe inside the VM's coroutine fast functions:
+ * the coroutine is in rbp (bpf/offcpu.h); 0: the first argument of
+ * lua_yield or lua_resume. */
+#define NUPP_CO_IN_RBP	1
 #define NUPP_KSTACK	12	/* kernel frames searched for the wait channel */
 
 /* The allocation clock (bpf/alloc.h). A sampled block still in use, by

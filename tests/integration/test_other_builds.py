@@ -84,6 +84,23 @@ def test_variant_trace(privileged, tmp_path, name):
     assert read_csv(out)[1:] == FNEW_SITES, r.stderr
 
 
+@pytest.mark.parametrize("name", VARIANTS)
+def test_variant_coroutine_sites(tmp_path, name):
+    """--waits' sites in the VM's coroutine fast functions (coroutine.yield,
+    coroutine.resume, coroutine.wrap's function), each found once in a
+    stripped variant, as `inspect` lists them; with the yield's test of
+    L->cframe broken on purpose, the yield is not found, and the others
+    still are."""
+    exe = stripped(name, tmp_path)
+    sites = coroutine_sites(exe)
+    assert sorted(sites) == ["co-resume", "co-wrap", "co-yield"], sites
+    # The je probed follows `test qword [rbp+L_cframe], 1`: 48 f7 45 XX
+    # 01 00 00 00, 8 bytes before it; make its immediate 2.
+    broken = patched(exe, tmp_path / "broken", lambda d: d.__setitem__(
+        file_offset(exe, sites["co-yield"]) - 4, 2))
+    assert sorted(coroutine_sites(broken)) == ["co-resume", "co-wrap"], inspect(broken).stdout
+
+
 def test_no_jit_build(privileged, tmp_path):
     """LUAJIT_DISABLE_JIT: the sampler works (everything interpreted), the
     trace channel says there is no JIT; `trace` alone fails with exit 1."""
@@ -193,6 +210,25 @@ def abort_sites(exe):
     r = run(["inspect", exe])
     assert r.returncode == 0, r.stderr
     return [int(m, 16) for m in re.findall(r"^trace-abort\s+0x([0-9a-f]+) verified", r.stdout, re.M)]
+
+
+def coroutine_sites(exe):
+    """{co-yield|co-resume|co-wrap: address} of the sites `inspect` lists
+    as verified."""
+    r = run(["inspect", exe])
+    assert r.returncode == 0, r.stderr
+    return {m[1]: int(m[2], 16) for m in re.finditer(r"^(co-\w+)\s+0x([0-9a-f]+) verified", r.stdout,
+                                                      re.M)}
+
+
+def file_offset(exe, vaddr):
+    """The file offset of ELF address vaddr in exe (readelf's program headers)."""
+    out = subprocess.run(["readelf", "-lW", str(exe)], capture_output=True, text=True).stdout
+    for m in re.finditer(r"^\s+LOAD\s+0x([0-9a-f]+) 0x([0-9a-f]+) \S+ 0x([0-9a-f]+)", out, re.M):
+        off, va, size = (int(x, 16) for x in m.groups())
+        if va <= vaddr < va + size:
+            return off + vaddr - va
+    raise AssertionError(f"0x{vaddr:x} in no LOAD segment of {exe}")
 
 
 def test_broken_site_refused(privileged, tmp_path):

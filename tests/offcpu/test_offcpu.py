@@ -341,6 +341,48 @@ def test_coroutine_waits_charged_at_their_yield(nupp):
     assert re.search(r"^  outside Lua: \d+ of", run.stderr, re.M), run.stderr
 
 
+FIBERS = workload("fibers.lua")
+
+
+def fiber_root(fn):
+    """A fiber's first frame: its function, which no call site names, by
+    the line it is defined at."""
+    lines = Path(FIBERS).read_text().splitlines()
+    return f"fibers.lua:{lines.index(f'local function {fn}()') + 1}"
+
+
+# Each wait of fibers.lua: the truth it prints, the time it asks for, its stack.
+FIBER_WAITS = (
+    ("fetch_user", 0.3, f"{fiber_root('handler')};fibers.lua:fetch_user;fibers.lua:sleep;yield;"
+                        "[coroutine wait]"),
+    ("handler", 0.1, f"{fiber_root('handler')};fibers.lua:sleep;yield;[coroutine wait]"),
+    ("poller", 0.2, f"{fiber_root('poller')};fibers.lua:sleep;yield;[coroutine wait]"),
+)
+
+
+@pytest.mark.parametrize("build_name", ["stock-luajit", "stock-luajit2", "trixie-luajit", "sid-luajit"])
+def test_fiber_waits_charged_at_their_yield(nupp, build_name):
+    """--waits on fibers scheduled in Lua (fibers.lua): coroutine.yield,
+    coroutine.resume and the function coroutine.wrap returns are the VM's
+    own fast functions, probed inside the interpreter
+    (user/luajit/vm_coroutines.c). Each fiber's wait, from its yield to its
+    resume, is charged to the fiber's stack at the yield with a [coroutine
+    wait] leaf: between what it asked for and the time the fiber measured
+    around the call (the model of a wait blocked). The scheduler's own
+    sleep in between is an ordinary off-CPU wait of the main thread."""
+    b = ready_build(build_name)
+    run = nupp.run(["record", "--off-cpu", "--waits", "--", *b.command(FIBERS)], env=b.environ())
+    assert run.returncode == 0 and run.stdout.endswith("fibers done\n"), run
+    assert "no coroutine waits" not in run.stderr, run.stderr
+    truth = parse_truth(run.stdout)
+    rows = dict(run.rows)
+    for fn, asked, stack in FIBER_WAITS:
+        assert stack in rows, f"{stack} not in:\n{run.output.read_text()}"
+        assert_blocked(fn, rows[stack] / 1e6, truth, asked, run.output.read_text())
+    waits = [s for s in rows if s.endswith(";[coroutine wait]")]
+    assert len(waits) == len(FIBER_WAITS), run.output.read_text()
+
+
 def test_a_hosts_loop_is_outside_the_coroutine_it_resumed(nupp):
     """On the CPU: LUAHOST_SPIN=1, the host spins in C while the coroutine
     waits (0.4 s of the run). Samples of the spin are outside Lua, none on

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "luajit/code_sites.h"
+#include "luajit/vm_coroutines.h"
 #include "inspect.h"
 #include "luajit/lj_target.h"
 #include "base/say.h"
@@ -31,6 +32,24 @@ static void site(FILE *out, const struct lj_target *t, const char *what, __u64 a
 		fprintf(out, "%-12s 0x%llx REFUSED: %s\n", what, (unsigned long long)at, bad);
 	else
 		fprintf(out, "%-12s 0x%llx verified\n", what, (unsigned long long)at);
+}
+
+/* --waits' sites in the VM's coroutine fast functions: decoded and matched
+ * as they are before a probe (vm_coroutines__find is their check). */
+static void coroutine_sites(FILE *out, const struct lj_target *t)
+{
+	struct vm_coroutine_sites vm;
+	const struct { const char *what; const __u64 *at; } sites[] = {
+		{ "co-yield", &vm.yield }, { "co-resume", &vm.resume }, { "co-wrap", &vm.wrap },
+	};
+
+	vm_coroutines__find(t->path, &t->layout, &vm);
+	for (size_t i = 0; i < sizeof(sites) / sizeof(sites[0]); i++)
+		if (*sites[i].at)
+			fprintf(out, "%-12s 0x%llx verified\n", sites[i].what,
+				(unsigned long long)*sites[i].at);
+		else
+			fprintf(out, "%-12s none: %s\n", sites[i].what, vm.why);
 }
 
 static void show(FILE *out, const struct lj_target *t)
@@ -55,6 +74,7 @@ static void show(FILE *out, const struct lj_target *t)
 	if (cs->abort_site)
 		fprintf(out, "jit-state    in %s at the trace-abort site\n",
 			code_sites__reg_name(cs->abort_j_reg));
+	coroutine_sites(out, t);
 }
 
 int inspect__run(const char *file, pid_t pid)

@@ -112,8 +112,8 @@ static const struct argp_option options[] = {
 	  "each its period) and waits off it (as --off-cpu) in one profile, per thread; an "
 	  "off-CPU stack ends in its kernel frame", 1 },
 	{ "waits", OPT_WAITS, NULL, 0, "With --off-cpu or --wall: also the time a coroutine waits "
-	  "from its yield from C to its resume (OpenResty's cosocket waits, ngx.sleep), charged to "
-	  "its stack at the yield, as [coroutine wait]", 1 },
+	  "from its yield to its resume, from C (OpenResty's cosocket waits, ngx.sleep) or from "
+	  "Lua (coroutine.yield: fibers), charged to its stack at the yield, as [coroutine wait]", 1 },
 	{ "alloc", OPT_ALLOC, NULL, 0, "Bytes the VMs allocate instead of samples: allocations "
 	  "sampled by bytes (one per --alloc-mean on average), each charged to its Lua stack "
 	  "for the bytes it stands for; pprof has Go's four heap types (allocated and still in "

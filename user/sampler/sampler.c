@@ -632,8 +632,8 @@ static void free_target(struct target *tg, bool destroy_caches)
 	if (destroy_caches)
 		disable_walk_caches(tg, false);
 	bpf_link__destroy(tg->vm_probe);
-	bpf_link__destroy(tg->yield_probe);
-	bpf_link__destroy(tg->resume_probe);
+	while (tg->nwait_probes)
+		bpf_link__destroy(tg->wait_probes[--tg->nwait_probes]);
 	allocs__unwatch(tg);
 	symbolizer__free(tg->sym);
 	cfunc_names__free(tg->cnames);
@@ -845,9 +845,9 @@ void sampler__remove_target(struct sampler *s, const struct lj_target *t)
 	 * stays for its stacks not yet named. */
 	disable_walk_caches(tg, true);
 	libbpf_setup__destroy_link_aside(tg->vm_probe);
-	libbpf_setup__destroy_link_aside(tg->yield_probe);
-	libbpf_setup__destroy_link_aside(tg->resume_probe);
-	tg->vm_probe = tg->yield_probe = tg->resume_probe = NULL;
+	while (tg->nwait_probes)
+		libbpf_setup__destroy_link_aside(tg->wait_probes[--tg->nwait_probes]);
+	tg->vm_probe = NULL;
 	allocs__unwatch(tg);
 	close_gone_events(s, t->pid);
 }

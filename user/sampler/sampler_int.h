@@ -28,8 +28,9 @@ struct target {
 	struct nupp_proc proc;		/* as configured in the procs map */
 	struct bpf_link *gc_probe;	/* retires the walk caches; NULL: no caches */
 	struct bpf_link *vm_probe;	/* names a new VM to the sampler; NULL: none */
-	struct bpf_link *yield_probe;	/* --waits: lua_yield, lua_resume; NULL: none */
-	struct bpf_link *resume_probe;
+#define TARGET_WAIT_PROBES 5
+	struct bpf_link *wait_probes[TARGET_WAIT_PROBES];	/* --waits: lua_yield, lua_resume, */
+	int nwait_probes;		/* the VM's coroutine fast functions */
 #define TARGET_ALLOCATORS 4
 	__u64 alloc_at[TARGET_ALLOCATORS];	/* --alloc: its VMs' allocators, */
 	int alloc_fd[TARGET_ALLOCATORS];	/* each one's uprobe session link (-1: none) */
@@ -151,8 +152,8 @@ SAMPLER_INTERNAL void enable_walk_caches(struct sampler *s, struct target *tg);
  * period, here or, aside, on a thread of its own). */
 SAMPLER_INTERNAL void disable_walk_caches(struct target *tg, bool aside);
 SAMPLER_INTERNAL void watch_new_vm(struct sampler *s, struct target *tg);
-/* --waits: probes at lua_yield and lua_resume (both verified entries), or
- * none, with a note on stderr, when the build lacks either. */
+/* --waits: probes where coroutines yield and are resumed, through the C
+ * API and in the VM; a way the build lacks is said in a note on stderr. */
 SAMPLER_INTERNAL void watch_coroutine_waits(struct sampler *s, struct target *tg);
 SAMPLER_INTERNAL void forget_freed_code(struct sampler *s, struct target *tg, __u64 epoch);
 SAMPLER_INTERNAL __u64 current_epoch(struct sampler *s, struct target *tg);

@@ -8,8 +8,10 @@
  * opened while the sampler's BPF object still loads.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/perf_event.h>
@@ -17,6 +19,7 @@
 #include <sys/syscall.h>
 #include <bpf/libbpf.h>
 #include "luajit/code_sites.h"
+#include "luajit/vm_coroutines.h"
 #include "sampler_int.h"
 #include "base/say.h"
 #include "base/libbpf_setup.h"
@@ -197,19 +200,68 @@ void watch_new_vm(struct sampler *s, struct target *tg)
 	tg->vm_probe = probe_entry(s->skel->progs.on_openlibs, tg, vm_start_site(tg->t));
 }
 
+/* A --waits probe of tg kept (0), or -1 when link is NULL. */
+static int keep_wait_probe(struct target *tg, struct bpf_link *link)
+{
+	if (!link || tg->nwait_probes == TARGET_WAIT_PROBES) {
+		bpf_link__destroy(link);
+		return -1;
+	}
+	tg->wait_probes[tg->nwait_probes++] = link;
+	return 0;
+}
+
+/* Drop tg's --waits probes from the n-th on. */
+static void drop_wait_probes(struct target *tg, int n)
+{
+	while (tg->nwait_probes > n)
+		bpf_link__destroy(tg->wait_probes[--tg->nwait_probes]);
+}
+
+/* A uprobe running prog at the conditional jump at vaddr in the VM's
+ * coroutine fast functions (vm_coroutines__find decoded it), told by its
+ * cookie that the coroutine is in rbp. */
+static struct bpf_link *probe_vm_site(struct bpf_program *prog, struct target *tg, __u64 vaddr)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = NUPP_CO_IN_RBP);
+	__u64 off = lj_target__file_offset(tg->t, vaddr);
+
+	return off ? bpf_program__attach_uprobe_opts(prog, tg->pid, tg->t->path, off, &uo) : NULL;
+}
+
+/* --waits: each way a coroutine yields and is resumed, probed in pairs
+ * (bpf/offcpu.h): from C, lua_yield and lua_resume (verified entries);
+ * from Lua, coroutine.yield, coroutine.resume and coroutine.wrap's
+ * functions in the VM. A way whose probes do not all attach is left out,
+ * and said. */
 void watch_coroutine_waits(struct sampler *s, struct target *tg)
 {
-	__u64 yield = lj_target__func(tg->t, "lua_yield"), resume = lj_target__func(tg->t, "lua_resume");
+	const struct lj_target *t = tg->t;
+	__u64 yield = lj_target__func(t, "lua_yield"), resume = lj_target__func(t, "lua_resume");
+	struct bpf_program *on_yield = s->skel->progs.on_yield, *on_resume = s->skel->progs.on_resume;
+	struct vm_coroutine_sites vm;
+	int n = tg->nwait_probes;
 
-	tg->yield_probe = yield && resume ? probe_entry(s->skel->progs.on_yield, tg, yield) : NULL;
-	tg->resume_probe = tg->yield_probe ? probe_entry(s->skel->progs.on_resume, tg, resume) : NULL;
-	if (tg->yield_probe && tg->resume_probe)
+	if (!yield || !resume || keep_wait_probe(tg, probe_entry(on_yield, tg, yield)) ||
+	    keep_wait_probe(tg, probe_entry(on_resume, tg, resume))) {
+		drop_wait_probes(tg, n);
+		say__note("note: PID %d: no coroutine waits through the C API: %s", tg->pid,
+			  yield && resume ? "the entry of lua_yield or lua_resume did not verify"
+					  : "its LuaJIT exports no lua_yield or lua_resume");
+	}
+	n = tg->nwait_probes;
+	if (vm_coroutines__find(t->path, &t->layout, &vm)) {
+		say__note("note: PID %d: no coroutine waits through coroutine.yield: %s", tg->pid,
+			  vm.why);
 		return;
-	bpf_link__destroy(tg->yield_probe);
-	tg->yield_probe = NULL;
-	say__note("note: PID %d: no coroutine waits: %s", tg->pid,
-		  yield && resume ? "the entry of lua_yield or lua_resume did not verify"
-				  : "its LuaJIT exports no lua_yield or lua_resume");
+	}
+	if (keep_wait_probe(tg, probe_vm_site(on_yield, tg, vm.yield)) ||
+	    keep_wait_probe(tg, probe_vm_site(on_resume, tg, vm.resume)) ||
+	    keep_wait_probe(tg, probe_vm_site(on_resume, tg, vm.wrap))) {
+		drop_wait_probes(tg, n);
+		say__note("note: PID %d: no coroutine waits through coroutine.yield: cannot probe "
+			  "its interpreter: %s", tg->pid, strerror(errno));
+	}
 }
 
 /* Each GC cycle costs the target a uprobe hit (7-20 us here: the probed
