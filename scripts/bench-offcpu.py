@@ -8,9 +8,12 @@ its child through two pipes: every round trip blocks each once, four
 switches of the machine, two of them target threads switching out. Two
 measures:
 
-1. Throughput: runs alone, under `nupp-bpf record --off-cpu` and under
-   `perf record -e sched:sched_switch -a` (the reference: what any observer
-   of the scheduler's tracepoint costs on the machine) alternate, --rounds
+1. Throughput: runs alone, under `nupp-bpf record --off-cpu`, beside a
+   `record --off-cpu -p` of another process that sleeps (the switch
+   program on every switch, walking none: the part of the cost that does
+   not depend on the target) and under `perf record -e sched:sched_switch
+   -a` (the reference: what any observer of the scheduler's tracepoint
+   costs on the machine) alternate, --rounds
    times each; each run's rate is the round trips per second the program
    measures over its own loop. On these machines two runs of the
    same program differ by up to 10 %: the ratio of medians is a rough
@@ -28,6 +31,7 @@ less at 100,000 switches a second.
 import argparse
 import os
 import re
+import signal
 import statistics
 import subprocess
 import tempfile
@@ -44,6 +48,22 @@ def rate(argv):
     if p.returncode or not m:
         raise SystemExit(f"bench-offcpu: {' '.join(argv)} failed:\n{p.stdout}{p.stderr}")
     return int(m[1]), p.stderr
+
+
+def beside_idle_session(luajit, idle_pid, argv):
+    """rate(argv) while `record --off-cpu` watches another process, one that
+    sleeps: the switch program runs on every switch of the machine, but
+    walks none of the program's (the part of the cost any switch pays)."""
+    nupp = subprocess.Popen([NUPP, "record", "--off-cpu", "-p", str(idle_pid), "-o", "/dev/null"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        for line in nupp.stderr:
+            if line.startswith("nupp-bpf: recording"):
+                break
+        return rate(argv)[0]
+    finally:
+        nupp.send_signal(signal.SIGINT)
+        nupp.communicate(timeout=60)
 
 
 def prog_stats():
@@ -95,10 +115,16 @@ def main():
     ap.add_argument("--trips", type=int, default=150000)
     ap.add_argument("--luajit", default="/usr/bin/luajit")
     a = ap.parse_args()
-    plain, profiled, traced, every = [], [], [], set()
+    plain, profiled, traced, besides, every = [], [], [], [], set()
+    # Its own session, and no pipe of ours: its sleep is killed with it,
+    # and holds none of our output open.
+    idle = subprocess.Popen([a.luajit, "-e", "os.execute('sleep 3600')"], stdout=subprocess.DEVNULL,
+                            start_new_session=True)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "p.collapsed")
         for _ in range(a.rounds):
+            besides.append(beside_idle_session(a.luajit, idle.pid,
+                                               [a.luajit, PINGPONG, str(a.trips)]))
             plain.append(rate([a.luajit, PINGPONG, str(a.trips)])[0])
             r, err = rate([NUPP, "record", "--off-cpu", "-o", out, "--", a.luajit, PINGPONG,
                            str(a.trips)])
@@ -110,17 +136,22 @@ def main():
             traced.append(rate(["perf", "record", "-q", "-e", "sched:sched_switch", "-a", "-o",
                                 os.path.join(tmp, "perf.data"), "--", a.luajit, PINGPONG,
                                 str(a.trips)])[0])
+    os.killpg(idle.pid, signal.SIGKILL)
+    idle.wait()
     per_run, runs_s, share = own_time(a.luajit)
     p, q, t = statistics.median(plain), statistics.median(profiled), statistics.median(traced)
+    o = statistics.median(besides)
     print("| | round trips/s (median of %d) | target switches out/s |" % a.rounds)
     print("|---|---:|---:|")
     print(f"| alone | {p:,.0f} | {2 * p:,.0f} |")
     print(f"| `record --off-cpu` | {q:,.0f} | {2 * q:,.0f} |")
+    print(f"| `record --off-cpu -p` of another process, asleep | {o:,.0f} | {2 * o:,.0f} |")
     print(f"| `perf record -e sched:sched_switch -a` (reference) | {t:,.0f} | {2 * t:,.0f} |")
     print(f"\nThroughput: **{100 * (1 - q / p):.1f} %** lower under `--off-cpu` (runs alternate; "
           f"each rate is the program's own over its loop; one switch out in up to {max(every)} "
           f"was walked); under perf's tracing of the same tracepoint, **{100 * (1 - t / p):.1f} %** "
-          f"lower.")
+          f"lower; with nupp-bpf watching another process (its program on every switch, no walk), "
+          f"**{100 * (1 - o / p):.1f} %** lower.")
     print(f"\nThe switch program's own time: **{per_run:.0f} ns** a run (its timing by the "
           f"kernel included), {runs_s:,.0f} runs/s, **{100 * share:.1f} %** of the target's "
           f"CPU time over the same 3 s.")

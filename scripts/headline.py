@@ -82,10 +82,11 @@ def traces_rows(s):
 
 
 def zone_rows(s):
-    closed, = line(s, r"gate closed:\s+([\d.]+) ns")
-    opened, = line(s, r"gate open:\s+([\d.]+) ns")
+    # A closed gate costs nothing: its time around 0 may print as -0.00.
+    closed, = line(s, r"gate closed:\s+(-?[\d.]+) ns")
+    opened, = line(s, r"gate open:\s+(-?[\d.]+) ns")
     return [("a zone's enter and leave in a compiled loop, no profiler / profiled",
-             "%s ns / %s ns" % (closed, opened))]
+             "%.2f ns / %.2f ns" % (float(closed) + 0.0, float(opened) + 0.0))]
 
 
 def nginx_rows(s):
