@@ -214,11 +214,17 @@ struct {
 	__type(value, struct nupp_off_since);
 } co_since SEC(".maps");
 
-/* The coroutine a yield or resume probe names. */
-static __always_inline __u64 probed_coroutine(struct pt_regs *ctx)
+/* Whether a yield or resume probe sits in the VM's fast function (the
+ * coroutine in rbp) rather than on a C function's entry (its first argument). */
+static __always_inline bool probe_in_vm(struct pt_regs *ctx)
 {
-	return bpf_get_attach_cookie(ctx) == NUPP_CO_IN_RBP ? PT_REGS_FP(ctx) & LJ_GCVMASK
-							    : PT_REGS_PARM1(ctx);
+	return bpf_get_attach_cookie(ctx) == NUPP_CO_IN_RBP;
+}
+
+/* The coroutine a yield or resume probe names. */
+static __always_inline __u64 probed_coroutine(struct pt_regs *ctx, bool in_vm)
+{
+	return in_vm ? PT_REGS_FP(ctx) & LJ_GCVMASK : PT_REGS_PARM1(ctx);
 }
 
 SEC("uprobe")
@@ -227,7 +233,8 @@ int on_yield(struct pt_regs *ctx)
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 zero = 0, pid = view_tgid(task);
 	struct nupp_proc *p = proc_of(pid);
-	struct co_key key = { .pid = pid, .L = probed_coroutine(ctx) };
+	bool in_vm = probe_in_vm(ctx);
+	struct co_key key = { .pid = pid, .L = probed_coroutine(ctx, in_vm) };
 	struct switch_scratch *ss;
 	struct sampler_scratch *sc;
 	__u64 cframe = 0;
@@ -236,8 +243,7 @@ int on_yield(struct pt_regs *ctx)
 		return 0;
 	/* coroutine.yield outside a resumable coroutine (the main thread, or
 	 * across a C call) raises an error instead: no wait. */
-	if (bpf_get_attach_cookie(ctx) == NUPP_CO_IN_RBP &&
-	    (LJ_READ(&cframe, 8, key.L + p->lj.L_cframe) || !(cframe & LJ_CFRAME_RESUME)))
+	if (in_vm && (LJ_READ(&cframe, 8, key.L + p->lj.L_cframe) || !(cframe & LJ_CFRAME_RESUME)))
 		return 0;
 	if (!(sc = scratch_for(task, pid)) || !(ss = bpf_map_lookup_elem(&switch_scratch, &zero)))
 		return 0;
@@ -252,7 +258,7 @@ SEC("uprobe")
 int on_resume(struct pt_regs *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct co_key key = { .pid = view_tgid(task), .L = probed_coroutine(ctx) };
+	struct co_key key = { .pid = view_tgid(task), .L = probed_coroutine(ctx, probe_in_vm(ctx)) };
 	struct nupp_off_since *since = bpf_map_lookup_elem(&co_since, &key);
 	__u64 now = bpf_ktime_get_ns();
 
