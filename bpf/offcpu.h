@@ -5,14 +5,15 @@
  * targets, walk and counts table it shares; a sampler opened with this
  * clock loads these programs instead of its timers.
  *
- * One program, on the scheduler's switch tracepoint, which runs in the task
- * switched out: a target thread that blocks (or, with --include-preempted,
- * is preempted) has its Lua stack walked there, while its memory is the
- * current one, and counted in a slot for nothing yet; when it is switched
- * back in, the time since, if at least min_block_ns, is counted in that
- * slot and by system call and wait channel in `waits`. (A probe where the
- * thread comes back, finish_task_switch, would walk only the waits kept, but
- * this kernel has no kprobes and refuses fentry there: kernel-notes/offcpu.md.)
+ * One program where a target thread switches out (on_switch_out, on the
+ * thread's context-switch event): a thread that blocks (or, with
+ * --include-preempted, is preempted) has its Lua stack walked there, while
+ * its memory is the current one, and counted in a slot for nothing yet; at
+ * its next switch out (or its exit), the time it spent switched out, if at
+ * least min_block_ns, is counted in that slot and by system call and wait
+ * channel in `waits`. (A probe where the thread comes back,
+ * finish_task_switch, would walk only the waits kept, but this kernel has
+ * no kprobes and refuses fentry there: kernel-notes/offcpu.md.)
  */
 #ifndef NUPP_OFFCPU_H
 #define NUPP_OFFCPU_H
@@ -36,9 +37,9 @@ struct {
 	__type(value, __u64);
 } walked SEC(".maps");
 
-/* In the task itself (task-local storage): a pointer away, where a hash
- * lookup for the task switched in, on every switch of the machine, cost
- * more than the rest of the program's fast path. */
+/* A target thread's entry, in the task itself (task-local storage): a
+ * pointer away, where a hash lookup by thread costs more than the rest of
+ * the program's fast path. Userspace reads it too, for a wait under way. */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -69,8 +70,8 @@ struct {
 
 /* The wait channel of the task switching out (the current one): the first
  * return address on its kernel stack past the scheduler's code, as the
- * kernel's get_wchan() finds it (the frames before the scheduler's are the
- * tracepoint's own); 0 unknown. */
+ * kernel's get_wchan() finds it (the stack is unwound from the registers
+ * the context-switch event took in the scheduler); 0 unknown. */
 static __always_inline __u64 wait_channel(void *ctx, struct switch_scratch *ss)
 {
 	long got = bpf_get_stack(ctx, ss->ip, sizeof(ss->ip), 0);
@@ -136,52 +137,110 @@ static __always_inline void note_wait(struct switch_scratch *ss, const struct sa
 	ss->since.weight = weight;
 }
 
-/* A thread switched out (prev, the current task) and another in (next).
- * The scheduler's switch runs in prev: a target thread that blocks (or is
- * preempted, when those count) has its Lua stack walked here, while its
- * memory is the current one, and its wait is noted. A target thread
- * switched in is charged the time since. prev_state is what prev asked to
- * be: TASK_RUNNING (0) when it was preempted. */
-SEC("tp_btf/sched_switch")
-int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
+/* The wait a thread's entry notes, ended when the thread came back: charged
+ * the time from its switch out to its switch in. The program runs only
+ * where threads switch out, so the switch in is found afterwards: the time
+ * since the wait began less what the thread has run since
+ * (se.sum_exec_runtime: brought up to date at a switch out, and by each
+ * scheduler tick). The scheduler's own stamp of the switch in
+ * (sched_info.last_arrival) is in its run queue's clock, which this kernel
+ * does not let a program read (no address for the per-CPU runqueues). */
+static __always_inline void end_wait(struct task_struct *task, struct nupp_off_since *since,
+				     __u64 now, __u64 ran)
 {
-	__u32 zero = 0, pid;
+	__u64 off = now - since->ts - (ran - since->ran);
+
+	if ((__s64)off >= (__s64)min_block_ns)
+		charge(task, &since->wait, off, since->weight);
+	since->ts = 0;
+}
+
+/* A target thread switches out: one event per thread (and the threads it
+ * starts, which inherit it), the kernel's context-switch software event
+ * counting every switch out of that thread (perf_event_task_sched_out(),
+ * run in the thread before the switch). Another process's switches run
+ * nothing, where the scheduler's tracepoint ran a program on every switch
+ * of the machine.
+ *
+ * The thread's last wait, if any, ended when it was switched back in:
+ * charged now (end_wait()). Then, if it blocks (or is preempted, when
+ * those count), its Lua stack is walked here, while its memory is the
+ * current one, and the wait is noted in its task's storage.
+ *
+ * A process started by a target inherits its events; when it is a target
+ * too (--children) it has its own as well: two events see one switch.
+ * The thread's count of switches (nvcsw + nivcsw, counted before the
+ * switch) tells the second one, which would walk the stack again and
+ * charge a wait of the few µs since the first. */
+SEC("perf_event")
+int on_switch_out(struct bpf_perf_event_data *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 zero = 0, pid = view_tgid(task), every;
+	struct nupp_off_since *since;
 	struct switch_scratch *ss;
-	struct nupp_off_since *since = bpf_task_storage_get(&off_since, next, 0, 0);
 	struct sampler_scratch *sc;
 	const struct pt_regs *regs;
 	struct nupp_proc *p;
-	__u64 now = bpf_ktime_get_ns(), *n;
-	__u32 every;
+	__u64 now, ran, switches, *n;
+	bool blocked;
 	__s32 syscall;
 
-	if (since && since->ts) {
-		if (now - since->ts >= min_block_ns)
-			charge(next, &since->wait, now - since->ts, since->weight);
-		since->ts = 0;
-	}
-	if (!prev_state && !include_preempted)
-		return 0;
-	pid = view_tgid(prev);
 	if (!(p = proc_of(pid)))
+		return 0;	/* an inherited event, in a process of no target */
+	since = bpf_task_storage_get(&off_since, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!since)
+		return 0;
+	switches = task->nvcsw + task->nivcsw;
+	if (since->switches == switches)
+		return 0;	/* seen by the thread's other event */
+	since->switches = switches;
+	now = bpf_ktime_get_ns();
+	ran = task->se.sum_exec_runtime;
+	if (since->ts)
+		end_wait(task, since, now, ran);
+	/* Blocked: taken off its run queue, or left on it with its dequeue
+	 * delayed (se.sched_delayed, Linux 6.12+). Its __state is no guide: a
+	 * thread preempted (cond_resched()) after it set a sleeping state and
+	 * before it slept, as wait4 reaping a child does, keeps that state
+	 * though it stays runnable. */
+	blocked = !task->on_rq || (bpf_core_field_exists(task->se.sched_delayed) &&
+				   BPF_CORE_READ(task, se.sched_delayed));
+	if (!blocked && !include_preempted)
 		return 0;
 	every = switch_every;
 	if (every > 1 && bpf_get_prandom_u32() % every)
 		return 0;
 	if ((n = bpf_map_lookup_elem(&walked, &zero)))
 		*n += 1;
-	if (!(sc = scratch_for(prev, pid)) || !(ss = bpf_map_lookup_elem(&switch_scratch, &zero)))
+	if (!(sc = scratch_for(task, pid)) || !(ss = bpf_map_lookup_elem(&switch_scratch, &zero)))
 		return 0;
-	regs = (const struct pt_regs *)bpf_task_pt_regs(prev);
+	regs = (const struct pt_regs *)bpf_task_pt_regs(task);
 	VM_REGS(sc->regs, regs);
-	sample(p, sc, true);	/* counted when the thread comes back */
+	sample(p, sc, true);	/* counted when the wait ends */
 	now = bpf_ktime_get_ns();	/* the wait begins after the walk */
 	syscall = (__s32)BPF_CORE_READ(regs, orig_ax);
-	note_wait(ss, sc, now, syscall < 0 ? -1 : syscall, wait_channel(ctx, ss), !prev_state, every);
-	since = bpf_task_storage_get(&off_since, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	note_wait(ss, sc, now, syscall < 0 ? -1 : syscall, wait_channel(ctx, ss), !blocked, every);
+	ss->since.ran = ran;
+	ss->since.switches = switches;
+	/* Looked up again: the walk's registers and calls lie between. */
+	since = bpf_task_storage_get(&off_since, task, 0, 0);
 	if (since)
 		*since = ss->since;
+	return 0;
+}
+
+/* A target thread exits: its events are gone before its last switch, so
+ * its last wait, which it has come back from (it runs), is charged here:
+ * longer by what it ran since its last scheduler tick, if any (its
+ * sum_exec_runtime is that old: 1/HZ at most). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_thread_exit, struct task_struct *task)
+{
+	struct nupp_off_since *since = bpf_task_storage_get(&off_since, task, 0, 0);
+
+	if (since && since->ts)
+		end_wait(task, since, bpf_ktime_get_ns(), task->se.sum_exec_runtime);
 	return 0;
 }
 

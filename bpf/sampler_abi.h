@@ -216,6 +216,8 @@ struct nupp_off_since {
 	__u64 ts;			/* bpf_ktime_get_ns(); 0: none pending */
 	struct nupp_wait_key wait;	/* its stack's slot, state, kernel side */
 	__u64 weight;			/* what the wait counts for: switch_every then */
+	__u64 ran;			/* the thread's se.sum_exec_runtime then (ns) */
+	__u64 switches;			/* its nvcsw + nivcsw at its last switch out */
 };
 
 #define NUPP_WAIT_UNCOUNTED	0xffffffffU

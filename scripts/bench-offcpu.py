@@ -9,17 +9,19 @@ switches of the machine, two of them target threads switching out. Two
 measures:
 
 1. Throughput: runs alone, under `nupp-bpf record --off-cpu`, beside a
-   `record --off-cpu -p` of another process that sleeps (the switch
-   program on every switch, walking none: the part of the cost that does
-   not depend on the target) and under `perf record -e sched:sched_switch
-   -a` (the reference: what any observer of the scheduler's tracepoint
-   costs on the machine) alternate, --rounds
+   `record --off-cpu -p` of another process that sleeps (what watching
+   one process costs the others on the machine: their switches run no
+   program, but the kernel's context-switch software event is on) and
+   under `perf record -e sched:sched_switch -a` (the reference: what any
+   observer of the scheduler's tracepoint costs on the machine) alternate, --rounds
    times each; each run's rate is the round trips per second the program
    measures over its own loop. On these machines two runs of the
    same program differ by up to 10 %: the ratio of medians is a rough
    figure.
 2. The channel's own time, which is what it takes from the target: the
-   kernel's count of the switch program's runs and their time
+   kernel's count of the switch program's runs (each switch out of the
+   target's threads, and of its child's, which inherits their events)
+   and their time
    (kernel.bpf_stats_enabled, read with bpftool over 3 s of a session
    attached to a running pingpong), per switch of the machine, and as a
    share of the target's CPU time over the same seconds. It runs on the
@@ -52,8 +54,7 @@ def rate(argv):
 
 def beside_idle_session(luajit, idle_pid, argv):
     """rate(argv) while `record --off-cpu` watches another process, one that
-    sleeps: the switch program runs on every switch of the machine, but
-    walks none of the program's (the part of the cost any switch pays)."""
+    sleeps: what the session costs a process it does not watch."""
     nupp = subprocess.Popen([NUPP, "record", "--off-cpu", "-p", str(idle_pid), "-o", "/dev/null"],
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -67,8 +68,8 @@ def beside_idle_session(luajit, idle_pid, argv):
 
 
 def prog_stats():
-    """(run_time_ns, run_cnt) of the loaded on_switch program, or None."""
-    out = subprocess.run(["bpftool", "prog", "show", "name", "on_switch"], capture_output=True,
+    """(run_time_ns, run_cnt) of the loaded on_switch_out program, or None."""
+    out = subprocess.run(["bpftool", "prog", "show", "name", "on_switch_out"], capture_output=True,
                          text=True).stdout
     m = re.search(r"run_time_ns (\d+) run_cnt (\d+)", out)
     return (int(m[1]), int(m[2])) if m else None
@@ -150,7 +151,7 @@ def main():
     print(f"\nThroughput: **{100 * (1 - q / p):.1f} %** lower under `--off-cpu` (runs alternate; "
           f"each rate is the program's own over its loop; one switch out in up to {max(every)} "
           f"was walked); under perf's tracing of the same tracepoint, **{100 * (1 - t / p):.1f} %** "
-          f"lower; with nupp-bpf watching another process (its program on every switch, no walk), "
+          f"lower; with nupp-bpf watching another process, "
           f"**{100 * (1 - o / p):.1f} %** lower.")
     print(f"\nThe switch program's own time: **{per_run:.0f} ns** a run (its timing by the "
           f"kernel included), {runs_s:,.0f} runs/s, **{100 * share:.1f} %** of the target's "

@@ -87,12 +87,28 @@ static struct perf_event_attr cpu_clock_attr(const struct sampler *s, __u32 tag)
 	};
 }
 
-/* on_cpu_clock run on the event fd: its link, which owns fd; NULL with
- * err said (fd closed). */
+/* The off-CPU clock's event on a thread: every switch out of it runs
+ * on_switch_out (bpf/offcpu.h). It counts in the scheduler, in the
+ * kernel: kernel mode is not excluded. Copied to the threads and
+ * processes the thread starts. */
+static struct perf_event_attr switch_attr(void)
+{
+	return (struct perf_event_attr){
+		.type = PERF_TYPE_SOFTWARE,
+		.config = PERF_COUNT_SW_CONTEXT_SWITCHES,
+		.size = sizeof(struct perf_event_attr),
+		.sample_period = 1,
+		.inherit = 1,
+	};
+}
+
+/* The program of a task event, run on the event fd: its link, which owns
+ * fd; NULL with err said (fd closed). */
 static struct bpf_link *link_event(struct sampler *s, int fd, const char *what, char *err,
 				   size_t errsz)
 {
-	struct bpf_link *link = bpf_program__attach_perf_event(s->skel->progs.on_cpu_clock, fd);
+	struct bpf_link *link = bpf_program__attach_perf_event(
+		s->off_cpu ? s->skel->progs.on_switch_out : s->skel->progs.on_cpu_clock, fd);
 
 	if (!link) {
 		snprintf(err, errsz, "failed to attach sampler to %s: %s", what, strerror(errno));
@@ -180,7 +196,8 @@ static __u32 free_tag(struct sampler *s)
 }
 
 /* Task events (--clock thread): a cpu-clock event on each thread of target
- * process pid, tagged with its own period (s->evented), once per process:
+ * process pid, tagged with its own period (s->evented), once per process
+ * (the off-CPU clock: a context-switch event, whose tag serves nothing):
  * it keeps its events across an exec. No other task is interrupted, where
  * per-CPU events interrupt every busy CPU of the machine; but each switch
  * of a target's thread stops and starts its timer (docs/lab-notes.md:
@@ -213,7 +230,7 @@ static int open_task_events(struct sampler *s, struct target *tg, char *err, siz
 	ev = &s->evented[s->nevented++];
 	*ev = (struct evented){ .pid = pid, .start = st.start, .tag = tag };
 	SET_LIVE(s, tg, events_tag, ev->tag);
-	attr = cpu_clock_attr(s, ev->tag);
+	attr = s->off_cpu ? switch_attr() : cpu_clock_attr(s, ev->tag);
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
 	for (int pass = 0; added && pass < 16; pass++) {
 		DIR *d = opendir(path);
@@ -237,8 +254,9 @@ static int open_task_events(struct sampler *s, struct target *tg, char *err, siz
 			if (fd < 0) {
 				if (errno == ESRCH)
 					continue;	/* the thread exited */
-				snprintf(err, errsz, "failed to open a cpu-clock event on thread %d: %s",
-					 tid, strerror(errno));
+				snprintf(err, errsz, "failed to open a %s event on thread %d: %s",
+					 s->off_cpu ? "context-switch" : "cpu-clock", tid,
+					 strerror(errno));
 				closedir(d);
 				goto out;
 			}
@@ -396,8 +414,8 @@ static int configure_object(struct sampler *s, const struct sampler_opts *o, cha
 	s->skel->rodata->walk_turns = 2 * (o->depth + 1) < NUPP_MAX_DEPTH ? 2 * (o->depth + 1)
 									   : NUPP_MAX_DEPTH;
 	s->skel->rodata->leaf_pc = o->lines;
-	s->task_events = o->clock == SAMPLER_CLOCK_THREAD;
-	s->skel->rodata->task_events = s->task_events;
+	s->task_events = o->clock == SAMPLER_CLOCK_THREAD || o->clock == SAMPLER_CLOCK_OFF_CPU;
+	s->skel->rodata->task_events = o->clock == SAMPLER_CLOCK_THREAD;
 	s->skel->rodata->period_ns = s->period_ns;
 	bpf_map__set_max_entries(s->skel->maps.counts, s->table_len);
 	bpf_map__set_value_size(s->skel->maps.stacks, s->frames_size);
@@ -405,7 +423,8 @@ static int configure_object(struct sampler *s, const struct sampler_opts *o, cha
 	bpf_program__set_autoload(s->skel->progs.on_cpu_clock,
 				  o->clock == SAMPLER_CLOCK_CPU || o->clock == SAMPLER_CLOCK_THREAD);
 	bpf_program__set_autoload(s->skel->progs.on_tick, o->clock == SAMPLER_CLOCK_TICK);
-	bpf_program__set_autoload(s->skel->progs.on_switch, o->clock == SAMPLER_CLOCK_OFF_CPU);
+	bpf_program__set_autoload(s->skel->progs.on_switch_out, o->clock == SAMPLER_CLOCK_OFF_CPU);
+	bpf_program__set_autoload(s->skel->progs.on_thread_exit, o->clock == SAMPLER_CLOCK_OFF_CPU);
 	bpf_program__set_autoload(s->skel->progs.on_yield, s->coroutine_waits);
 	bpf_program__set_autoload(s->skel->progs.on_resume, s->coroutine_waits);
 	bpf_program__set_autoload(s->skel->progs.on_alloc, s->alloc);
@@ -489,8 +508,9 @@ static int attach(struct sampler *s, const struct sampler_opts *o, char *err, si
 		if (attach_one(s, s->skel->progs.on_tick, "the scheduler tick", err, errsz))
 			return -1;
 	} else if (o->clock == SAMPLER_CLOCK_OFF_CPU) {
-		/* One program for switches out and in (offcpu.h). */
-		if (attach_one(s, s->skel->progs.on_switch, "sched_switch", err, errsz))
+		/* Context-switch events on the targets' threads
+		 * (open_task_events), and their exits (offcpu.h). */
+		if (attach_one(s, s->skel->progs.on_thread_exit, "sched_process_exit", err, errsz))
 			return -1;
 	} else if (o->clock == SAMPLER_CLOCK_ALLOC) {
 		/* Probes on each target's allocators (allocs__watch). */
@@ -906,7 +926,8 @@ int sampler__slow_down(struct sampler *s)
 {
 	__u64 period;
 
-	if ((!s->task_events && (!s->perf_fds || !s->nlinks)) || s->weight >= SAMPLER_WEIGHT_MAX)
+	if (s->off_cpu || (!s->task_events && (!s->perf_fds || !s->nlinks)) ||
+	    s->weight >= SAMPLER_WEIGHT_MAX)
 		return -ENOTSUP;
 	period = s->period_ns * s->weight * 2;
 	/* Task events keep their periods, which tell whose they are: the

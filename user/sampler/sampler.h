@@ -84,6 +84,8 @@ struct sampler_stats {
 					 * more once --max-cpu lowered the rate */
 	__u64 waits;			/* off the CPU: waits counted in rows (the
 					 * counts above are then nanoseconds) */
+	__u64 co_waits, co_ns;		/* --waits: those of them that are coroutines',
+					 * and their time: overlapping their threads' */
 	unsigned switch_every;		/* off the CPU: 1, or one switch in this many
 					 * was walked at some time, counting for as many */
 	__u64 alloc_live;		/* allocations: sampled blocks still in use */

@@ -67,7 +67,8 @@ struct sampler {
 	struct bpf_link **links;
 	int *perf_fds;			/* per-CPU cpu-clock events, links[i]'s; else NULL */
 	int nlinks;
-	bool task_events;		/* cpu-clock events on the targets' threads, not per CPU */
+	bool task_events;		/* events on the targets' threads, not per CPU: cpu-clock
+					 * ones, or (off_cpu) context-switch ones */
 	struct evented {		/* the processes whose threads have them */
 		pid_t pid;
 		unsigned long long start;	/* procmem__stat's: exec keeps it */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * waits.c - the sampler's off-CPU clock, its kernel side (bpf/offcpu.h):
- * where the scheduler's code lies, the switch-in probe, and the rows of the
+ * where the scheduler's code lies, the rate of walks, and the rows of the
  * waits, each a Lua stack (a slot's row) with the wait's system call and
  * wait channel as its leaf frame.
  */
@@ -182,14 +182,38 @@ static int add_wait(struct sampler *s, struct sampler_stats *st, const struct nu
 	}
 	s->row_ns[row * NUPP_ST_MAX + wk->state] += ns;
 	st->waits += n;
+	if (wk->syscall == NUPP_WAIT_COROUTINE) {
+		st->co_waits += n;
+		st->co_ns += ns;
+	}
 	return 0;
 }
 
-/* The waits under way: every thread of a target that is switched out now
- * since a switch the program saw has its entry in the task's storage,
- * which a pidfd of the thread reads (PIDFD_THREAD, Linux 6.9; before, a
- * wait under way is not counted). Counted up to now, as if the thread came
- * back: a process stuck in one long wait shows it. */
+/* CPU time thread tid has run, ns (the first field of its schedstat: its
+ * se.sum_exec_runtime, brought up to date by the read); ran, the entry's,
+ * when unreadable. */
+static __u64 thread_ran(int pid, int tid, __u64 ran)
+{
+	unsigned long long ns;
+	char path[80];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", pid, tid);
+	if (!(f = fopen(path, "r")))
+		return ran;
+	if (fscanf(f, "%llu", &ns) != 1 || ns < ran)
+		ns = ran;
+	fclose(f);
+	return ns;
+}
+
+/* The waits not charged yet: every thread of a target whose entry notes a
+ * wait (the task's storage, which a pidfd of the thread reads:
+ * PIDFD_THREAD, Linux 6.9; before, such a wait is not counted). Its wait
+ * is charged at its next switch out: until then, it lasted from its start
+ * to now less what the thread has run since (nothing, if it is still
+ * switched out). Counted up to now: a process stuck in one long wait shows
+ * it. */
 static int waits_under_way(struct sampler *s, struct sampler_stats *st)
 {
 	int fd = bpf_map__fd(s->skel->maps.off_since);
@@ -210,17 +234,21 @@ static int waits_under_way(struct sampler *s, struct sampler_stats *st)
 		while ((d = readdir(dir))) {
 			int tid = atoi(d->d_name), pfd;
 			struct nupp_off_since since;
+			__u64 off;
 
 			if (tid <= 0 || (pfd = syscall(SYS_pidfd_open, tid, PIDFD_THREAD)) < 0)
 				continue;
-			if (!bpf_map_lookup_elem(fd, &pfd, &since) && since.ts && now > since.ts &&
-			    now - since.ts >= min_ns &&
-			    add_wait(s, st, &since.wait, (now - since.ts) * since.weight, since.weight)) {
+			if (bpf_map_lookup_elem(fd, &pfd, &since) || !since.ts || now <= since.ts) {
 				close(pfd);
+				continue;
+			}
+			close(pfd);
+			off = now - since.ts - (thread_ran(tg->pid, tid, since.ran) - since.ran);
+			if ((__s64)off >= (__s64)min_ns &&
+			    add_wait(s, st, &since.wait, off * since.weight, since.weight)) {
 				closedir(dir);
 				return -ENOMEM;
 			}
-			close(pfd);
 		}
 		closedir(dir);
 	}

@@ -62,7 +62,17 @@ static void sample_counts(const struct profile *p, const struct render_opts *ro,
 	profile__totals(p, ro, state);
 	for (int i = 0; i < NUPP_ST_MAX; i++)
 		total += state[i];
-	if (off_cpu)
+	/* A coroutine waits while its thread runs others or waits itself:
+	 * its time is said apart, not added to the threads'. */
+	if (off_cpu && st->co_waits) {
+		__u64 co_us = (st->co_ns + 500) / 1000;	/* rows round each their own sum */
+
+		fprintf(stderr, "nupp-bpf: %.1f s, %.3f s off the CPU in %llu waits, %.3f s in "
+			"%llu coroutine waits, %ld stacks\n", seconds,
+			(total > co_us ? total - co_us : 0) / 1e6,
+			(unsigned long long)(st->waits - st->co_waits), co_us / 1e6,
+			(unsigned long long)st->co_waits, stacks);
+	} else if (off_cpu)
 		fprintf(stderr, "nupp-bpf: %.1f s, %.3f s off the CPU in %llu waits, %ld stacks\n",
 			seconds, total / 1e6, (unsigned long long)st->waits, stacks);
 	else if (alloc)
