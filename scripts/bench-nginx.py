@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench-nginx.py - what profiling costs a production server, in its throughput.
 
-    /usr/bin/python3 scripts/bench-nginx.py [--rounds 3] [--seconds 5] [--modes a,b]
+    /usr/bin/python3 scripts/bench-nginx.py [--rounds 9] [--seconds 2] [--modes a,b]
         [--handlers /cpu,/light,/alloc] [--settle 2]
 
 The server: Debian's nginx with its Lua module on OpenResty's LuaJIT (the
@@ -14,16 +14,21 @@ request, about 18 blocks and 1.2 KB: what record --alloc pays for). wrk
 drives it on loopback, one thread and 8
 connections, for --seconds per measurement.
 
-Rounds are interleaved: each round measures every mode once, in a shuffled
-order, on the same server, so that a machine's drift over minutes falls on
-every mode alike. A mode is nupp-bpf attached to the master with --children
+Each round chains the measurements on one server: none, a mode, none,
+the next mode, none, ... (the modes in a shuffled order), and weighs each
+mode's requests/s against the mean of the two unprofiled runs beside it.
+This machine's throughput drifts over minutes and jumps between two levels
+(a virtual machine's CPUs shared with others: /light served ~52,000 and
+~77,000 requests/s in back-to-back runs of the same unprofiled server);
+only a pair measured within seconds of each other sees the profiler and
+not the machine. A mode is nupp-bpf attached to the master with --children
 (as an SRE would attach to a running server), started --settle seconds
 before wrk (its attach's first look at each worker is done once, and is
-not what an always-on profiler costs) and stopped (SIGINT) after it; "none"
-attaches nothing and waits as long. Reported per mode and
-handler: the median over rounds of requests/s against the same round's
-"none" (with the lowest and highest), nupp-bpf's own CPU time as a share of
-one core over the measurement, and the workers' CPU.
+not what an always-on profiler costs) and stopped (SIGINT) after it.
+Reported per mode and handler: the median over rounds of that ratio, with
+the interval its order statistics give the true median at >= 90 %
+confidence (no assumption on the noise's shape), nupp-bpf's own CPU time
+as a share of one core over the measurement, and the workers' CPU.
 
 The reference mode is not nupp-bpf: `perf record -a` at 997 Hz on every
 CPU, as nupp-bpf's cpu-clock events are opened, without a BPF program:
@@ -213,6 +218,46 @@ def detach(p):
         die(f"{p.args[0]} failed: {' '.join(p.args)}")
 
 
+def measure(srv, path, args, a, out):
+    """One measurement: requests/s, and over it nupp-bpf's, the workers'
+    and nupp-bpf's BPF programs' CPU as shares of one core."""
+    before = bpf_progs()	# nupp-bpf's: those it loads
+    p = attach(args, srv, out)
+    if p:
+        # The attach's own work (a first look at every worker, its build,
+        # its first stacks) is done once; an always-on profiler's cost is
+        # what follows.
+        time.sleep(a.settle)
+    w0 = sum(cpu_s(x) for x in srv.workers)
+    n0 = cpu_s(p.pid) if p else 0
+    b0 = {k: v for k, v in bpf_progs().items() if k not in before} if p else {}
+    t0 = time.monotonic()
+    rps = srv.wrk(path, a.seconds)
+    wall = time.monotonic() - t0
+    wcpu = sum(cpu_s(x) for x in srv.workers) - w0
+    ncpu = (cpu_s(p.pid) if p else 0) - n0	# its steady state, not its start
+    b1 = bpf_progs() if p else {}
+    bcpu = sum(b1.get(k, v) - v for k, v in b0.items()) / 1e9
+    detach(p)
+    return rps, ncpu / wall, wcpu / wall, bcpu / wall
+
+
+def median_interval(v, confidence=0.90):
+    """The widest-inner pair of order statistics (x(k), x(n+1-k)) that holds
+    the true median with at least `confidence`, whatever the noise's
+    distribution: P = 1 - 2 P(Binomial(n, 1/2) < k). None if n is too
+    small for it."""
+    from math import comb
+    v = sorted(v)
+    n = len(v)
+    best = None
+    for k in range(1, n // 2 + 1):
+        tail = sum(comb(n, i) for i in range(k)) / 2 ** n
+        if 1 - 2 * tail >= confidence:
+            best = (v[k - 1], v[n - k])
+    return best
+
+
 def median(v):
     v = sorted(v)
     n = len(v)
@@ -221,8 +266,8 @@ def median(v):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--seconds", type=int, default=2)
     ap.add_argument("--modes", help="a comma-separated subset of: " + ", ".join(MODES))
     ap.add_argument("--handlers", help="a comma-separated subset of: " + ", ".join(HANDLERS))
     ap.add_argument("--settle", type=float, default=2.0,
@@ -241,52 +286,34 @@ def main():
         if not need.exists():
             die(f"{need} is missing: `make all nginx` first")
     started = time.time()
-    results = {}		# (mode, path) -> [(rps, ratio, nupp cpu share, workers' cpu share)]
+    results = {}		# (mode, path) -> [(rps, nupp cpu, workers' cpu, bpf cpu, ratio)]
     with tempfile.TemporaryDirectory(prefix="bench-nginx.") as tmp, BpfStats():
         servers = {w: Server(Path(tmp) / f"nginx{w}", w) for w in sorted({MODES[m][1] for m in modes})}
         try:
             for rnd in range(a.rounds):
                 for path in handlers:
-                    order = modes[:]
-                    random.shuffle(order)
-                    base = {}
-                    runs = {}
-                    for m in order:
-                        args, w = MODES[m]
-                        srv = servers[w]
-                        before = bpf_progs()	# nupp-bpf's: those it loads
-                        p = attach(args, srv, f"{tmp}/out-{rnd}")
-                        # The attach's own work (a first look at every
-                        # worker, its build, its first stacks) is done
-                        # once; an always-on profiler's cost is what
-                        # follows. The same pause in every mode.
-                        time.sleep(a.settle)
-                        w0 = sum(cpu_s(x) for x in srv.workers)
-                        n0 = cpu_s(p.pid) if p else 0
-                        b0 = {k: v for k, v in bpf_progs().items() if k not in before}
-                        t0 = time.monotonic()
-                        rps = srv.wrk(path, a.seconds)
-                        wall = time.monotonic() - t0
-                        wcpu = sum(cpu_s(x) for x in srv.workers) - w0
-                        ncpu = (cpu_s(p.pid) if p else 0) - n0	# its steady state, not its start
-                        b1 = bpf_progs()
-                        bcpu = sum(b1.get(k, v) - v for k, v in b0.items()) / 1e9
-                        detach(p)
-                        runs[m] = (rps, ncpu / wall, wcpu / wall, bcpu / wall)
-                        if args is None:
-                            base[w] = rps
-                    for m, (rps, ncpu, wcpu, bcpu) in runs.items():
-                        w = MODES[m][1]
-                        ratio = rps / base[w] if w in base else float("nan")
-                        results.setdefault((m, path), []).append((rps, ratio, ncpu, wcpu, bcpu))
+                    for w, srv in servers.items():
+                        order = [m for m in modes if MODES[m][1] == w and MODES[m][0] is not None]
+                        random.shuffle(order)
+                        none = measure(srv, path, None, a, f"{tmp}/out-{rnd}")
+                        results.setdefault((f"none{'' if w == 1 else f' ({w} workers)'}", path),
+                                           []).append((*none, 1.0))
+                        for m in order:
+                            run = measure(srv, path, MODES[m][0], a, f"{tmp}/out-{rnd}")
+                            after = measure(srv, path, None, a, f"{tmp}/out-{rnd}")
+                            ratio = run[0] / ((none[0] + after[0]) / 2)
+                            results.setdefault((m, path), []).append((*run, ratio))
+                            none = after
         finally:
             for s in servers.values():
                 s.stop()
     took = time.time() - started
     print("nginx with its Lua module on OpenResty's LuaJIT, `wrk -t1 -c8` on loopback for "
-          f"{a.seconds} s per measurement; {a.rounds} interleaved rounds, each mode once per "
-          "round in a shuffled order. *requests/s vs none* = the median over rounds of the "
-          "mode's requests/s against the same round's unprofiled run (lowest..highest); "
+          f"{a.seconds} s per measurement; {a.rounds} rounds, each a chain none, mode, none, "
+          "mode, ... over every mode in a shuffled order. *requests/s vs none* = the median "
+          "over rounds of the mode's requests/s against the mean of the two unprofiled runs "
+          "on either side of it, then the interval of order statistics that holds the true "
+          "median at >= 90 % confidence whatever the noise's shape; "
           "*nupp-bpf CPU* = its own CPU time over the measurement (not its start), in % of one core "
           "(perf's own in the reference row: the kernel's sampler at the same rate on every CPU, "
           "as `--clock cpu` (the default) opens nupp-bpf's cpu-clock events, where `--clock "
@@ -295,25 +322,30 @@ def main():
           "*BPF CPU* the time its BPF programs ran (in the kernel, on the CPUs they fired on: "
           "kernel.bpf_stats_enabled) over the measurement, in % of one core; "
           "*workers' CPU* the same for the server's workers. nupp-bpf attaches to the master "
-          f"with `--children`; wrk starts {a.settle:g} s after it records every worker (and as "
-          "long after nothing in the unprofiled run), and nupp-bpf stops after wrk. The run "
+          f"with `--children`; wrk starts {a.settle:g} s after it records every worker, and "
+          "nupp-bpf stops after wrk. On this machine nupp-bpf's own CPU mostly runs beside the "
+          "workers rather than in their place (2 CPUs, the worker and wrk on them): on a server "
+          "whose every CPU is busy, add its column to the mode's cost. The run "
           f"took {took:.0f} s.")
     print()
-    print("| handler | mode | requests/s | requests/s vs none | nupp-bpf CPU | BPF CPU | workers' CPU |")
+    print("| handler | mode | requests/s | requests/s vs none (90 % interval) | nupp-bpf CPU | BPF CPU | workers' CPU |")
     print("|---|---|---:|---:|---:|---:|---:|")
+    pct = lambda r: f"{100 * (r - 1):+.1f}"
     for path in handlers:
         for m in modes:
             v = results[(m, path)]
             rps = median([x[0] for x in v])
-            ratios = [x[1] for x in v]
-            rel = "—" if MODES[m][0] is None else \
-                f"{100 * (median(ratios) - 1):+.1f}% ({100 * (min(ratios) - 1):+.1f}..{100 * (max(ratios) - 1):+.1f})"
-            ncpu = "—" if MODES[m][0] is None else f"{100 * median([x[2] for x in v]):.2f}%"
+            if MODES[m][0] is None:
+                rel = "—"
+            else:
+                ratios = [x[4] for x in v]
+                ci = median_interval(ratios)
+                rel = f"{pct(median(ratios))}%" + (f" ({pct(ci[0])}..{pct(ci[1])})" if ci else "")
+            ncpu = "—" if MODES[m][0] is None else f"{100 * median([x[1] for x in v]):.2f}%"
             bcpu = "—" if MODES[m][0] is None or MODES[m][0][0] == "perf" else \
-                f"{100 * median([x[4] for x in v]):.3f}%"
+                f"{100 * median([x[3] for x in v]):.3f}%"
             print(f"| `{path.split('?')[0]}` | {m} | {rps:,.0f} | {rel} | {ncpu} | {bcpu} | "
-                  f"{100 * median([x[3] for x in v]):.0f}% |")
-
+                  f"{100 * median([x[2] for x in v]):.0f}% |")
 
 if __name__ == "__main__":
     main()

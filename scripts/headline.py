@@ -98,12 +98,12 @@ def nginx_rows(s):
                        ("record --wall", "`record --wall`")):
         r = row(s, "`/cpu`", mode)
         out.append(("nginx requests/s, CPU-bound Lua handler: %s" % what,
-                    "%s, rounds %s; nupp-bpf %s of a core, its BPF programs %s"
+                    "%s (90 %% interval %s); nupp-bpf %s of a core, its BPF programs %s"
                     % (r[3].split()[0], r[3].split()[1].strip("()"), r[4], r[5])))
     # Every allocation traps: what it costs a handler that allocates.
     r = row(s, "`/alloc`", "record --alloc")
     out.append(("nginx requests/s, a handler allocating ~1.2 KB a request: `record --alloc` "
-                "(mean 512 KiB)", "%s, rounds %s" % (r[3].split()[0], r[3].split()[1].strip("()"))))
+                "(mean 512 KiB)", "%s (90 %% interval %s)" % (r[3].split()[0], r[3].split()[1].strip("()"))))
     return out
 
 

@@ -30,20 +30,24 @@ struct mem_reader procmem__reader(const pid_t *pid)
 	return (struct mem_reader){ procmem_read_cb, (void *)pid };	/* only read */
 }
 
-int procmem__stat(pid_t pid, struct proc_stat *st)
+int procmem__stat_open(pid_t pid)
 {
-	char path[64], buf[1024], *p = NULL, state = 'X';
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+int procmem__stat_read(int fd, struct proc_stat *st)
+{
+	char buf[1024], *p = NULL, state = 'X';
 	unsigned long long utime, stime;
-	ssize_t n = -1;
-	int fd;
+	ssize_t n;
 
 	memset(st, 0, sizeof(*st));
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	n = pread(fd, buf, sizeof(buf) - 1, 0);	/* from 0: the file made anew */
 	if (n > 0) {
 		buf[n] = '\0';
 		p = strrchr(buf, ')');		/* the command name may hold anything */
@@ -57,6 +61,16 @@ int procmem__stat(pid_t pid, struct proc_stat *st)
 	if (state == 'Z' || state == 'X')
 		st->start = 0;
 	return 0;
+}
+
+int procmem__stat(pid_t pid, struct proc_stat *st)
+{
+	int fd = procmem__stat_open(pid);
+	int ret = procmem__stat_read(fd, st);
+
+	if (fd >= 0)
+		close(fd);
+	return ret;
 }
 
 long procmem__file_pages(pid_t pid)

@@ -39,6 +39,13 @@ struct proc_stat {
 /* Process pid's, with start 0 when it is gone or a zombie; -1 when gone. */
 int procmem__stat(pid_t pid, struct proc_stat *st);
 
+/* The same through a descriptor of /proc/PID/stat kept open (-1 when
+ * procmem__stat_open failed): each read is one system call, not a path's
+ * lookup, open and close, and reads as gone once that process is, whoever
+ * has its pid since. */
+int procmem__stat_open(pid_t pid);
+int procmem__stat_read(int fd, struct proc_stat *st);
+
 /* Process pid's resident file-backed pages (/proc/PID/statm's third
  * field: O(1) for the kernel, unlike maps); -1 when it is gone. */
 long procmem__file_pages(pid_t pid);

@@ -208,6 +208,9 @@ static void trace_target(struct run *r, struct place *pl)
 static void retire(struct run *r, struct place *pl)
 {
 	pl->exited = true;
+	if (pl->stat_fd >= 0)
+		close(pl->stat_fd);
+	pl->stat_fd = -1;
 	if (pl->attached)
 		channels__remove_target(&r->channels, &pl->t);
 }
@@ -356,6 +359,8 @@ int run__check_targets(struct run *r, unsigned tick)
 {
 	struct sampler *s[2];
 	int alive = 0;
+	bool children = r->targets.follow_children &&
+			targets__children_may_be_new(&r->targets);
 
 	launch__check(&r->launched, false);
 	for (int i = 0; i < r->targets.n; i++) {
@@ -365,7 +370,9 @@ int run__check_targets(struct run *r, unsigned tick)
 		if (pl->exited)
 			continue;
 		/* Gone, a zombie, or its pid another process's now. */
-		if (procmem__stat(pl->pid, &st) || st.start != pl->start ||
+		if (pl->stat_fd < 0)
+			pl->stat_fd = procmem__stat_open(pl->pid);
+		if (procmem__stat_read(pl->stat_fd, &st) || st.start != pl->start ||
 		    (r->launched.child == pl->pid && r->launched.reaped)) {
 			retire(r, pl);
 			continue;
@@ -376,7 +383,7 @@ int run__check_targets(struct run *r, unsigned tick)
 			follow_exec(r, pl);
 			continue;
 		}
-		if (r->targets.follow_children)
+		if (children)
 			targets__follow_children(&r->targets, pl->pid, st.threads);
 		if (!pl->attached) {
 			int a = run__attach_target(r, pl, false);

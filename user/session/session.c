@@ -241,14 +241,16 @@ static int live_tick(struct run *r)
 	return 0;
 }
 
-/* How many ticks to wait from tick on. The live jobs want a wait a tick;
- * so does a session that records nothing yet, to look for LuaJIT. Else the
- * wait lasts until the next poll, woken by new stacks and by aborts
- * (wake.h; both are taken in after each wake): a steady program costs
- * 10 wakes a second, not 100. */
+/* How many ticks to wait from tick on. top wants a wait a tick, for its
+ * keys; so does a session that records nothing yet, to look for LuaJIT.
+ * Else the wait lasts until the next poll, woken by new stacks and by
+ * aborts (wake.h; both are taken in after each wake): a steady program
+ * costs 10 wakes a second, not 100. --rotate's files are due at the poll
+ * after their interval, a tenth of a second late at most: an always-on
+ * profiler does not wake 100 times a second to ask the time. */
 static unsigned ticks_to_wait(const struct run *r, unsigned tick)
 {
-	if (r->top || r->files.rotate || !any_recording(r))
+	if (r->top || !any_recording(r))
 		return 1;
 	return (POLL_TICKS - tick % POLL_TICKS) % POLL_TICKS + 1;
 }

@@ -43,6 +43,7 @@ struct place {
 	__u64 code_seen;		/* lj_target__code_digest, last seen */
 	bool code_tried;		/* identified with that code, in vain */
 	bool exited;			/* or, one found later, left out */
+	int stat_fd;			/* its /proc/PID/stat, read at each poll; -1 */
 	bool execed;			/* exited so: it executed another program
 					 * (followed on in a later place, if one
 					 * was free) */
@@ -57,6 +58,8 @@ struct targets {
 	int n;
 	bool full;			/* more processes started than followed; said so */
 	bool follow_children;		/* the children of each are followed */
+	long last_pid;			/* the newest task's pid, as /proc/loadavg gave it */
+	int quiet_polls;		/* polls since a new task was last possible */
 };
 
 /* A new place for process pid (started at start, a child of parent or 0);
@@ -66,6 +69,14 @@ int targets__add(struct targets *ts, pid_t pid, unsigned long long start, pid_t 
 /* Follow the children every thread of process pid (of so many threads)
  * started, each in a new place unless it has one or has exited. */
 void targets__follow_children(struct targets *ts, pid_t pid, long threads);
+
+/* Whether the processes' children need listing at this poll: a task was
+ * created since the poll before the last (a pid was handed out: the newest,
+ * in /proc/loadavg, changed; a child is listed a moment after its pid is
+ * taken, so the next poll looks again), or 5 s went by without a look.
+ * Listing every target's children at every poll costs a server of 16
+ * workers ~350 system calls a second; this costs 10. */
+bool targets__children_may_be_new(struct targets *ts);
 
 /* pl's process executed another program: it is followed on in a new place
  * (reborn), when one is free; which, or -1. */
