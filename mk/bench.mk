@@ -1,7 +1,7 @@
 # bench.mk - `make bench` (as root): what profiling costs, tables in docs/benchmarks.md.
-#   make bench                           all of them, bench-nginx's 18 minutes among them
+#   make bench                           all of them, bench-nginx's 45 minutes among them
 #   make bench-dump                      `nupp-bpf dump` alone, about 1 minute
-#   make bench-nginx                     nginx's throughput under profiling, about 18 minutes
+#   make bench-nginx                     nginx's throughput under profiling, about 45 minutes
 #   make bench BENCH_ARGS='--rounds 3'   options for scripts/bench-sampler.py
 # Each script replaces its own section of docs/benchmarks.md, and the
 # README's headline table follows (scripts/headline.py). Run it on an

@@ -153,6 +153,41 @@ def test_lock_contended_between_threads(nupp, tmp_path):
     assert re.search(r"^  outside Lua: .* on threads in no VM", run.stderr, re.M), run.stderr
 
 
+def test_switches_sampled_when_many_count_for_as_many(nupp):
+    """naps.lua 6000: nap_a naps 12,000 times and nap_b 6,000 times, 200 µs
+    an FFI usleep each: ~3,300 blocked switches a second, more than the
+    2,000 the session walks a second, so after its first look at their rate
+    (0.1 s) it walks one in switch_every (2 or 4 here, said in its summary)
+    at random, and each wait it walks counts for that many.
+
+    Model: the estimate of a function's time blocked is the sum over its N
+    naps of k·X·d, X a Bernoulli(1/k) draw, d the nap's blocked time:
+    unbiased, with a variance of (k - 1)·N·E[d²]. For nap_b (N = 6,000,
+    d ≈ 280 µs, E[d²] ≤ 1.25·E[d]² with the naps' spread beside busy
+    loops), its standard deviation is 1.4 % of its total at k = 2 and 2.5 %
+    at k = 4. Each nap's blocked time lies between what it asked (the
+    kernel wakes no one early) less the switch's own work (a few µs, 1.5 %
+    of a nap at most), and its call's wall-clock less CPU time. The bounds,
+    0.85 × asked and 1.15 × (wall − CPU), leave 12 % beyond those, ≥ 4.8
+    standard deviations: each fails less than once in a million runs.
+    Counting a walked wait once, as if every wait were walked, would charge
+    half or a quarter of the truth; counting it k² times, twice or four
+    times it."""
+    b = ready_build("stock-luajit")
+    run = nupp.run(["record", "--off-cpu", "--", *b.command(workload("naps.lua"), 6000)],
+                   env=b.environ(), timeout=120)
+    assert run.returncode == 0, run
+    m = re.search(r"^  target threads switched so often that one switch in up to (\d+) was walked",
+                  run.stderr, re.M)
+    assert m and int(m[1]) >= 2, f"the switches were not sampled:\n{run.stderr}"
+    truth = parse_truth(run.stdout)
+    for fn in ("nap_a", "nap_b"):
+        got = sum(charged(run.rows, f"naps.lua:{fn}").values()) / 1e6
+        low, high = 0.85 * truth[fn + ".asked"], 1.15 * (truth[fn] - truth[fn + ".cpu"])
+        assert low <= got <= high, \
+            f"{fn}: {got:.3f} s blocked, the model's bounds {low:.3f}..{high:.3f} s\n{run.stderr}"
+
+
 def test_min_block_leaves_out_short_waits(nupp):
     """--min-block 100000 (0.1 s): only the long waits are left (the three
     and the 0.3 s before them), each whole; the fork's and the pipe's short
