@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from math import comb
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,6 +84,8 @@ MODES = {
     "none (16 workers)": (None, 16),
     "record --rotate 60 (16 workers)": (["record", "--rotate", "60", "-o", "{out}.d"], 16),
 }
+# The unprofiled mode of each server, by its workers.
+NONE = {w: m for m, (args, w) in MODES.items() if args is None}
 HANDLERS = ["/cpu", "/light?id=7", "/alloc"]
 
 
@@ -247,7 +250,6 @@ def median_interval(v, confidence=0.90):
     the true median with at least `confidence`, whatever the noise's
     distribution: P = 1 - 2 P(Binomial(n, 1/2) < k). None if n is too
     small for it."""
-    from math import comb
     v = sorted(v)
     n = len(v)
     best = None
@@ -296,8 +298,7 @@ def main():
                         order = [m for m in modes if MODES[m][1] == w and MODES[m][0] is not None]
                         random.shuffle(order)
                         none = measure(srv, path, None, a, f"{tmp}/out-{rnd}")
-                        results.setdefault((f"none{'' if w == 1 else f' ({w} workers)'}", path),
-                                           []).append((*none, 1.0))
+                        results.setdefault((NONE[w], path), []).append((*none, 1.0))
                         for m in order:
                             run = measure(srv, path, MODES[m][0], a, f"{tmp}/out-{rnd}")
                             after = measure(srv, path, None, a, f"{tmp}/out-{rnd}")
