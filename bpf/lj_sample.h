@@ -54,6 +54,9 @@ struct sampler_scratch {
 	__u32 missed;			/* 0: counted in a slot; else the counter
 					 * (enum nupp_counter) it went to, + 1 */
 	__u32 missed_pad;
+	__u32 ticks_left;		/* --clock tick below HZ: this CPU's
+					 * targets' ticks to the next sample */
+	__u32 ticks_pad;
 };
 
 /* A field of the GG_State block: at offset off of GG_State. */

@@ -26,6 +26,9 @@ static __always_inline int lj_read(void *dst, __u32 size, __u64 addr)
  * dummy frames take a step each and are skipped (rounded up to a batch). */
 const volatile __u32 walk_turns = NUPP_MAX_DEPTH;
 const volatile __u64 tick_fn;		/* address of the scheduler tick's hrtimer handler */
+/* --clock tick at a rate below CONFIG_HZ: the mean number of a target's
+ * ticks from one sample to the next, in 1/1024 of a tick (1024: every one). */
+const volatile __u32 tick_gap_1024 = 1024;
 const volatile __u32 leaf_pc;		/* --lines: record the leaf's pc off trace too */
 
 #include "lj_sample.h"
@@ -664,6 +667,30 @@ int on_cpu_clock(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
+/* Is this tick of a target a sample? At the tick's own rate (and weight 1)
+ * each one is. Below it, the ticks of targets on this CPU are thinned: the
+ * next sample comes after a gap of floor(mean) or floor(mean) + 1 ticks,
+ * drawn so that the gaps average the mean (tick_gap_1024 × weight, --max-cpu
+ * doubling it). Jittered gaps keep a thread's count within a sample or two
+ * of its ticks × rate / HZ, as a timer at the rate would, and follow no
+ * period that a workload could run in step with. */
+static __always_inline bool tick_taken(struct sampler_scratch *sc)
+{
+	__u32 mean = tick_gap_1024 * weight, gap;
+
+	if (mean <= 1024)
+		return true;
+	if (sc->ticks_left > 1) {
+		sc->ticks_left--;
+		return false;
+	}
+	gap = mean >> 10;
+	if ((bpf_get_prandom_u32() & 1023) < (mean & 1023))
+		gap++;
+	sc->ticks_left = gap;
+	return true;
+}
+
 /* The scheduler tick: the hrtimer that runs it expires in hard interrupt
  * context on the interrupted task, at CONFIG_HZ on a busy CPU. Other hrtimers
  * (other profilers' timers among them) are not samples. */
@@ -680,7 +707,7 @@ int BPF_PROG(on_tick, struct hrtimer *timer)
 	task = bpf_get_current_task_btf();
 	pid = view_tgid(task);
 	p = proc_of(pid);
-	if (!p || !(sc = scratch_for(task, pid)))
+	if (!p || !(sc = scratch_for(task, pid)) || !tick_taken(sc))
 		return 0;
 	VM_REGS(sc->regs, (struct pt_regs *)bpf_task_pt_regs(task));
 	sample(p, sc, false);

@@ -62,7 +62,10 @@ NUPP = BUILD / "nupp-bpf"
 MODES = {
     "none": (None, 1),
     "--clock tick": (["record", "--clock", "tick", "-o", "{out}.collapsed"], 1),
+    # The default clock at 99 Hz is the tick, thinned; the cpu clock's
+    # events at the same rate beside it.
     "-F 99": (["record", "-F", "99", "-o", "{out}.collapsed"], 1),
+    "-F 99 --clock cpu": (["record", "-F", "99", "--clock", "cpu", "-o", "{out}.collapsed"], 1),
     "-F 997": (["record", "-F", "997", "-o", "{out}.collapsed"], 1),
     # The events on the workers' threads rather than one per CPU.
     "-F 997 --clock thread": (["record", "-F", "997", "--clock", "thread", "-o", "{out}.collapsed"], 1),
@@ -317,9 +320,11 @@ def main():
           "median at >= 90 % confidence whatever the noise's shape; "
           "*nupp-bpf CPU* = its own CPU time over the measurement (not its start), in % of one core "
           "(perf's own in the reference row: the kernel's sampler at the same rate on every CPU, "
-          "as `--clock cpu` (the default) opens nupp-bpf's cpu-clock events, where `--clock "
+          "as `--clock cpu` opens nupp-bpf's cpu-clock events, where `--clock "
           "thread` opens them on the workers' threads: what the timer's interrupts on every "
-          "busy CPU cost); "
+          "CPU cost); `-F 99` and `record --rotate 60` (99 Hz) sample on the scheduler tick, "
+          "the default clock at rates up to CONFIG_HZ, `-F 997` and the default job on "
+          "`--clock cpu`; "
           "*BPF CPU* the time its BPF programs ran (in the kernel, on the CPUs they fired on: "
           "kernel.bpf_stats_enabled) over the measurement, in % of one core; "
           "*workers' CPU* the same for the server's workers. nupp-bpf attaches to the master "

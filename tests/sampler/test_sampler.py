@@ -1088,9 +1088,15 @@ def test_names_of_a_closed_vm(nupp, target, lua_build_ready, build_name):
 
 # --- sampling rate and clocks -----------------------------------------------------------
 
-@pytest.mark.parametrize("opt,hz", [(["-F", 499], 499), (["-i", 4], 250), (["-F", 997], 997)])
+@pytest.mark.parametrize("opt,hz", [(["-F", 499], 499), (["-i", 4], 250), (["-F", 997], 997),
+                                    (["-F", 99], 99), (["-i", 7], 1000 / 7),
+                                    (["--clock", "tick", "-F", 61], 61),
+                                    (["--clock", "cpu", "-F", 99], 99)])
 def test_rate(nupp, target, opt, hz):
-    """-F HZ and -i MS: a busy thread gets HZ (1000 / MS) samples per CPU second."""
+    """-F HZ and -i MS: a busy thread gets HZ (1000 / MS) samples per CPU
+    second, on every clock: the default's tick, thinned to the rate, as the
+    cpu clock's events (any CONFIG_HZ of 250 or more gives -F 99 and -i 7 on
+    the tick)."""
     t = target(STOCK_LUAJIT, workload("mixed.lua"), 60, ready="ready")
     run, cpu = nupp.record_cpu(["record", *opt, "-d", 2, "-p", t.pid], t.pid)
     assert run.returncode == 0, run
@@ -1106,18 +1112,21 @@ def local_timer_interrupts(cpu):
     pytest.fail("no LOC line in /proc/interrupts", pytrace=False)
 
 
-@pytest.mark.parametrize("clock", ["thread", "cpu"])
-def test_other_tasks_are_not_interrupted(nupp, target, clock):
+@pytest.mark.parametrize("clock,hz", [("thread", 997), ("cpu", 997), ("cpu", 200), (None, 200)],
+                         ids=["thread", "cpu", "cpu-200", "default-200"])
+def test_other_tasks_are_not_interrupted(nupp, target, clock, hz):
     """--clock thread: the cpu-clock events are the target's threads' own,
     and a busy task of another process, alone on the other CPU, takes no
     more timer interrupts while nupp-bpf records at 997 Hz than before (the
     target, nupp-bpf and the test on CPU 0, a shell loop on CPU 1). The
     model: a busy CPU takes the scheduler tick (CONFIG_HZ) and hrtimers of
-    its own whoever profiles; an event of nupp-bpf's on CPU 1 adds 997 a
-    second (--clock cpu, the default, one event per CPU: the second param,
-    which must add at least 0.7 of that; measured +990). CPU 1's interrupts
-    a second while recording, less its rate just before, must stay under
-    0.3 of 997 with --clock thread (measured +0)."""
+    its own whoever profiles; an event of nupp-bpf's on CPU 1 adds hz a
+    second (--clock cpu, one event per CPU, which must add at least 0.7 of
+    that; measured +990 at 997). CPU 1's interrupts a second while
+    recording, less its rate just before, must stay under 0.3 of hz with
+    --clock thread (measured +0), and with the default clock at a rate the
+    tick can give (200 Hz, under any CONFIG_HZ of 250 or more: the tick,
+    thinned, adds no interrupt; the cpu clock at the same rate, +200)."""
     cpus = os.sched_getaffinity(0)
     if not {0, 1} <= cpus:
         pytest.fail(f"this test needs CPUs 0 and 1, it may run on {sorted(cpus)}", pytrace=False)
@@ -1130,7 +1139,8 @@ def test_other_tasks_are_not_interrupted(nupp, target, clock):
         t0, n0 = time.monotonic(), local_timer_interrupts(1)
         time.sleep(2)
         before = (local_timer_interrupts(1) - n0) / (time.monotonic() - t0)
-        p = subprocess.Popen([str(NUPP), "record", "-F", "997", "--clock", clock, "-d", "2",
+        clock_args = ["--clock", clock] if clock else []
+        p = subprocess.Popen([str(NUPP), "record", "-F", str(hz), *clock_args, "-d", "2",
                               "-o", "/dev/null", "-p", str(t.pid)], stderr=subprocess.PIPE, text=True)
         err = []
         for line in p.stderr:
@@ -1150,10 +1160,10 @@ def test_other_tasks_are_not_interrupted(nupp, target, clock):
         spinner.wait()
         os.sched_setaffinity(0, cpus)
     added = during - before
-    if clock == "thread":
-        assert added < 0.3 * 997, f"CPU 1: {before:.0f} interrupts a second before, {during:.0f} while recording"
+    if clock == "cpu":
+        assert added >= 0.7 * hz, f"CPU 1: {before:.0f} interrupts a second before, {during:.0f} while recording"
     else:
-        assert added >= 0.7 * 997, f"CPU 1: {before:.0f} interrupts a second before, {during:.0f} while recording"
+        assert added < 0.3 * hz, f"CPU 1: {before:.0f} interrupts a second before, {during:.0f} while recording"
 
 
 def test_clock_tick(nupp, target):

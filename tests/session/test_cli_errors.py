@@ -67,8 +67,6 @@ def _usage_cases():
          "--max-cpu wants a percentage of one core, above 0 and at most 100, not '0'"),
         (["record", "--max-cpu", "1%", "-p", "1"],
          "--max-cpu wants a percentage of one core, above 0 and at most 100, not '1%'"),
-        (["record", "--max-cpu", "1", "--clock", "tick", "-p", "1"],
-         "--max-cpu lowers the cpu-clock timer's rate; the scheduler tick's is the kernel's"),
         (["trace", "--max-cpu", "1", "-p", "1"],
          "--max-cpu lowers the sampling rate: it is for record, top and the default job"),
         (["record", "-p", "abc"], "-p wants a whole number from 1 to 2147483647, not 'abc'"),
@@ -185,6 +183,19 @@ def test_unwritable_output_launch(nupp, tmp_path):
     run = nupp.run(["record", "-o", bad, "--", "luajit", "-e", f"io.open('{mark}', 'w'):close()"],
                    output=False)
     assert_one_error_line(run, f"cannot write {bad}: No such file or directory", 1)
+    assert not mark.exists(), "the command ran although the session failed"
+
+
+def test_tick_above_its_rate(nupp, tmp_path):
+    """--clock tick gives at most CONFIG_HZ samples a second (100 to 1000):
+    -F 2000 is an error of one line, and the command is not run."""
+    mark = tmp_path / "ran"
+    run = nupp.run(["record", "--clock", "tick", "-F", "2000", "--", "sh", "-c", f"touch {mark}"],
+                   output=False)
+    m = re.fullmatch(r"nupp-bpf: error: --clock tick samples at most CONFIG_HZ \((\d+)\) times a "
+                     r"second; ask -F (\d+) or less, or another --clock\n", run.stderr)
+    assert m and m[1] == m[2] and 100 <= int(m[1]) <= 1000, run
+    assert run.returncode == 1, run
     assert not mark.exists(), "the command ran although the session failed"
 
 

@@ -100,10 +100,11 @@ static const struct argp_option options[] = {
 	  "and theirs (an OpenResty master's workers); a launched command's always are", 0 },
 	{ "frequency", 'F', "HZ", 0, "Samples per second (default 99)", 1 },
 	{ "interval", 'i', "MS", 0, "Milliseconds between samples (instead of -F)", 1 },
-	{ "clock", OPT_CLOCK, "cpu|thread|tick", 0, "Sampling clock: cpu-clock events at -F, one "
-	  "per CPU (default) or one on each target thread (thread: no other task is interrupted, "
-	  "but each switch of a target thread costs a timer restart), or the scheduler tick "
-	  "(CONFIG_HZ, usually 250/s) with no added interrupts", 1 },
+	{ "clock", OPT_CLOCK, "cpu|thread|tick", 0, "Sampling clock: the scheduler tick, with no "
+	  "added interrupt, at -F or at every tick (CONFIG_HZ, usually 250/s) without it; "
+	  "cpu-clock events at -F, one per CPU (cpu) or one on each target thread (thread: no "
+	  "other task is interrupted, but each switch of a target thread costs a timer restart). "
+	  "Default: tick when -F is at most CONFIG_HZ, else cpu", 1 },
 	{ "off-cpu", OPT_OFF_CPU, NULL, 0, "Time off the CPU instead of samples: each wait of a "
 	  "target thread (blocked in a system call, a lock, a sleep) charged to its Lua stack, "
 	  "with the system call and the kernel function it waited in as the leaf; counts are "
@@ -231,7 +232,7 @@ static void check_live(const struct session_opts *o)
 		usage_error("--max-cpu lowers the sampling rate: it is for record, top and the "
 			    "default job");
 	if (o->wall && (o->off_cpu || o->top || o->rotate || o->max_cpu ||
-			o->sampler.clock != SAMPLER_CLOCK_CPU))
+			(o->clock_given && o->sampler.clock != SAMPLER_CLOCK_CPU)))
 		usage_error("--wall is for record and the default job, on the cpu clock, without "
 			    "--off-cpu (it holds both), --rotate or --max-cpu");
 	if ((o->min_block_given || o->sampler.include_preempted || o->sampler.coroutine_waits) &&
@@ -253,9 +254,6 @@ static void check_live(const struct session_opts *o)
 	if (o->alloc && !o->duration)
 		usage_error("--alloc traps every allocation of the target (a few µs each): give "
 			    "it a duration, -d SECONDS");
-	if (o->max_cpu && o->sampler.clock == SAMPLER_CLOCK_TICK)
-		usage_error("--max-cpu lowers the cpu-clock timer's rate; the scheduler tick's "
-			    "is the kernel's");
 }
 
 /* The setting an option that takes no value turns on, or NULL. */
@@ -524,6 +522,12 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 				    "always profiled)");
 		check_live(o);
 		check_outputs(o);
+		/* --clock tick alone takes every tick; with -F or -i, as many as asked. */
+		if (o->sampler.clock == SAMPLER_CLOCK_TICK && !o->rate_given)
+			o->sampler.freq_hz = o->sampler.period_us = 0;
+		/* --wall weighs a sample as the cpu clock's period. */
+		if (o->wall && !o->clock_given)
+			o->sampler.clock = SAMPLER_CLOCK_CPU;
 		if (o->off_cpu)
 			o->sampler.clock = SAMPLER_CLOCK_OFF_CPU;
 		if (o->alloc)

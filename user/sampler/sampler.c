@@ -286,12 +286,17 @@ out:
  * tick_nohz_handler since Linux 6.11, tick_sched_timer before. 0 if none. */
 static __u64 tick_handler(void)
 {
-	struct ksyms *k = ksyms__load();
-	__u64 addr = ksyms__addr(k, "tick_nohz_handler");
+	static __u64 addr;	/* looked up once: kallsyms is long */
+	static bool known;
+	struct ksyms *k;
 
-	if (!addr)
+	if (known)
+		return addr;
+	k = ksyms__load();
+	if (!(addr = ksyms__addr(k, "tick_nohz_handler")))
 		addr = ksyms__addr(k, "tick_sched_timer");
 	ksyms__free(k);
+	known = true;
 	return addr;
 }
 
@@ -319,19 +324,59 @@ static unsigned kernel_hz(void)
 	return hz;
 }
 
-/* The time between two samples of a thread: the cpu-clock's period, or the
- * scheduler tick's. */
+/* The time asked between two samples of a thread, -F or -i; 0 if neither. */
+static __u64 asked_period_ns(const struct sampler_opts *o)
+{
+	return o->freq_hz ? 1000000000ULL / o->freq_hz : (__u64)o->period_us * 1000;
+}
+
+/* The scheduler tick's period, 0 when CONFIG_HZ cannot be read. */
+static __u64 tick_period_ns(void)
+{
+	unsigned hz = kernel_hz();
+
+	return hz ? 1000000000ULL / hz : 0;
+}
+
+/* Whether the tick can serve o's rate by itself (--clock tick thins the
+ * ticks of targets to it): the rate is at most CONFIG_HZ, the tick handler
+ * is known, and no CPU stops its tick while it runs one task (nohz_full=,
+ * where the tick would see almost nothing of a busy target). */
+static bool tick_serves(const struct sampler_opts *o)
+{
+	__u64 tick = tick_period_ns(), asked = asked_period_ns(o);
+	char line[64] = "";
+	FILE *f = fopen("/sys/devices/system/cpu/nohz_full", "r");
+
+	if (f) {
+		if (!fgets(line, sizeof(line), f))
+			line[0] = 0;
+		fclose(f);
+	}
+	/* "(null)" or an empty line when no CPU is nohz_full. */
+	if (line[0] && line[0] != '\n' && line[0] != '(')
+		return false;
+	return tick && asked >= tick && tick_handler();
+}
+
+enum sampler_clock sampler__clock_for(const struct sampler_opts *o)
+{
+	if (o->clock != SAMPLER_CLOCK_AUTO)
+		return o->clock;
+	return tick_serves(o) ? SAMPLER_CLOCK_TICK : SAMPLER_CLOCK_CPU;
+}
+
+/* The time between two samples of a thread: the cpu-clock's period, or, on
+ * the scheduler tick, the rate asked (each tick without one). */
 static __u64 period_ns(const struct sampler_opts *o)
 {
-	unsigned hz;
-
 	if (o->clock == SAMPLER_CLOCK_TICK)
-		return (hz = kernel_hz()) ? 1000000000ULL / hz : 0;
+		return asked_period_ns(o) ? asked_period_ns(o) : tick_period_ns();
 	if (o->clock == SAMPLER_CLOCK_OFF_CPU)
 		return 1000;	/* a count is a microsecond waited */
 	if (o->clock == SAMPLER_CLOCK_ALLOC)
 		return o->alloc_mean;	/* profile.h: the mean bytes between two samples */
-	return o->freq_hz ? 1000000000ULL / o->freq_hz : (__u64)o->period_us * 1000;
+	return asked_period_ns(o);
 }
 
 bool sampler__off_cpu(const struct sampler *s)
@@ -402,6 +447,30 @@ static int open_object(struct sampler *s, char *err, size_t errsz)
 	return 0;
 }
 
+/* --clock tick at the rate asked: the mean gap, in ticks × 1024, between
+ * two samples of the ticks of targets (tick_taken() in the BPF program). */
+static int configure_tick_rate(struct sampler *s, const struct sampler_opts *o, char *err,
+			       size_t errsz)
+{
+	__u64 tick = tick_period_ns(), asked = asked_period_ns(o);
+
+	if (!asked)
+		return 0;
+	if (!tick) {
+		snprintf(err, errsz, "--clock tick at a rate needs the tick's: CONFIG_HZ is in "
+			 "neither /boot/config-RELEASE nor /proc/config.gz");
+		return -1;
+	}
+	if (asked < tick) {
+		snprintf(err, errsz, "--clock tick samples at most CONFIG_HZ (%llu) times a "
+			 "second; ask -F %llu or less, or another --clock",
+			 1000000000ULL / tick, 1000000000ULL / tick);
+		return -1;
+	}
+	s->skel->rodata->tick_gap_1024 = (__u32)((asked * 1024 + tick / 2) / tick);
+	return 0;
+}
+
 /* Set what the object is loaded with: its constants, the sizes of its
  * maps, the one timer program of --clock. */
 static int configure_object(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
@@ -411,6 +480,8 @@ static int configure_object(struct sampler *s, const struct sampler_opts *o, cha
 			 "(tick_nohz_handler) in /proc/kallsyms");
 		return -1;
 	}
+	if (o->clock == SAMPLER_CLOCK_TICK && configure_tick_rate(s, o, err, errsz))
+		return -1;
 	s->skel->rodata->walk_turns = 2 * (o->depth + 1) < NUPP_MAX_DEPTH ? 2 * (o->depth + 1)
 									   : NUPP_MAX_DEPTH;
 	s->skel->rodata->leaf_pc = o->lines;
@@ -594,9 +665,12 @@ struct channel *sampler__channel(struct sampler *s)
 	return s ? &s->channel : NULL;
 }
 
-struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t errsz)
+struct sampler *sampler__open(const struct sampler_opts *asked, char *err, size_t errsz)
 {
+	struct sampler_opts clocked = *asked, *o = &clocked;
 	struct sampler *s = calloc(1, sizeof(*s));
+
+	o->clock = sampler__clock_for(asked);
 
 	if (s)
 		s->channel = (struct channel){ o->clock == SAMPLER_CLOCK_OFF_CPU ? &off_cpu_channel
@@ -612,6 +686,7 @@ struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t er
 	s->off_cpu = o->clock == SAMPLER_CLOCK_OFF_CPU;
 	s->coroutine_waits = s->off_cpu && o->coroutine_waits;
 	s->alloc = o->clock == SAMPLER_CLOCK_ALLOC;
+	s->tick = o->clock == SAMPLER_CLOCK_TICK;
 	s->weight = 1;
 	s->max_shown = o->depth;
 	s->lines = o->lines;
@@ -926,8 +1001,11 @@ int sampler__slow_down(struct sampler *s)
 {
 	__u64 period;
 
-	if (s->off_cpu || (!s->task_events && (!s->perf_fds || !s->nlinks)) ||
-	    s->weight >= SAMPLER_WEIGHT_MAX)
+	if (s->off_cpu || s->alloc || s->weight >= SAMPLER_WEIGHT_MAX)
+		return -ENOTSUP;
+	if (s->tick)
+		goto lowered;	/* the program thins the ticks twice as much */
+	if (!s->task_events && (!s->perf_fds || !s->nlinks))
 		return -ENOTSUP;
 	period = s->period_ns * s->weight * 2;
 	/* Task events keep their periods, which tell whose they are: the
@@ -935,6 +1013,7 @@ int sampler__slow_down(struct sampler *s)
 	for (int i = 0; i < s->nlinks && !s->task_events; i++)
 		if (ioctl(s->perf_fds[i], PERF_EVENT_IOC_PERIOD, &period))
 			return -errno;
+lowered:
 	s->weight *= 2;
 	__atomic_store_n(&s->skel->data->weight, s->weight, __ATOMIC_RELEASE);
 	return s->weight;

@@ -18,11 +18,14 @@
 #include "profile/profile.h"
 
 enum sampler_clock {
+	SAMPLER_CLOCK_AUTO,	/* the tick when it can give the rate asked, else
+				 * the cpu clock (sampler__clock_for) */
 	SAMPLER_CLOCK_CPU,	/* a cpu-clock perf_event per CPU at the asked rate */
 	SAMPLER_CLOCK_THREAD,	/* the same on each thread of each target, inherited
 				 * by what it starts: no other task interrupted, each
 				 * switch of a target's thread re-arms its timer */
-	SAMPLER_CLOCK_TICK,	/* the scheduler tick (CONFIG_HZ), no extra interrupt */
+	SAMPLER_CLOCK_TICK,	/* the scheduler tick (CONFIG_HZ), no extra interrupt;
+				 * below CONFIG_HZ, the targets' ticks thinned to the rate */
 	SAMPLER_CLOCK_OFF_CPU,	/* the scheduler's switches: the time a thread spends
 				 * switched out, charged to its Lua stack then
 				 * (bpf/offcpu.h); counts are microseconds */
@@ -51,7 +54,7 @@ struct sampler_opts {
  * (main.c) and the Lua API's (lua_module.c, which takes its interval and
  * depth from the script, as the API's contract says). */
 #define SAMPLER_OPTS_DEFAULT {			\
-	.clock = SAMPLER_CLOCK_CPU,		\
+	.clock = SAMPLER_CLOCK_AUTO,		\
 	.freq_hz = 99,				\
 	.depth = 16,				\
 	.max_stacks = 65536,			\
@@ -97,6 +100,10 @@ struct sampler;
 struct zones;
 
 struct sampler *sampler__open(const struct sampler_opts *o, char *err, size_t errsz);
+/* The clock o->clock names, SAMPLER_CLOCK_AUTO made what it stands for: the
+ * tick when it can give the rate (at most CONFIG_HZ, the tick handler known,
+ * no nohz_full CPU), which adds no interrupt; else the cpu clock. */
+enum sampler_clock sampler__clock_for(const struct sampler_opts *o);
 
 /* The sampler as one channel of a session (channel/channel.h); NULL for NULL. */
 struct channel *sampler__channel(struct sampler *s);

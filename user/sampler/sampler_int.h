@@ -77,6 +77,7 @@ struct sampler {
 		int nlinks, cap;
 	} *evented;
 	int nevented, evented_cap;
+	bool tick;			/* on the scheduler tick (--clock tick) */
 	unsigned weight;		/* what a sample counts for (sampler__slow_down) */
 	struct bpf_link *exec_link;	/* on_exec */
 	size_t frames_size;		/* of a stacks map value: --depth + 1 frames */
