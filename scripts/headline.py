@@ -91,7 +91,9 @@ def zone_rows(s):
 
 def nginx_rows(s):
     out = []
-    for mode, what in (("--clock tick", "`record --clock tick`"), ("-F 99", "`record -F 99`"),
+    for mode, what in (("--clock tick", "`record --clock tick`"),
+                       ("-F 99", "`record -F 99` (the tick, thinned)"),
+                       ("-F 99 --clock cpu", "`record -F 99 --clock cpu`"),
                        ("default job -F 997", "the default job, `-F 997`"),
                        ("record --rotate 60 (4 workers)", "`record --rotate 60`, 4 workers"),
                        ("record --rotate 60 (16 workers)", "`record --rotate 60`, 16 workers"),

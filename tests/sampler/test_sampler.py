@@ -1091,7 +1091,8 @@ def test_names_of_a_closed_vm(nupp, target, lua_build_ready, build_name):
 @pytest.mark.parametrize("opt,hz", [(["-F", 499], 499), (["-i", 4], 250), (["-F", 997], 997),
                                     (["-F", 99], 99), (["-i", 7], 1000 / 7),
                                     (["--clock", "tick", "-F", 61], 61),
-                                    (["--clock", "cpu", "-F", 99], 99)])
+                                    (["--clock", "cpu", "-F", 99], 99)],
+                         ids=["F499", "i4", "F997", "F99", "i7", "tick-F61", "cpu-F99"])
 def test_rate(nupp, target, opt, hz):
     """-F HZ and -i MS: a busy thread gets HZ (1000 / MS) samples per CPU
     second, on every clock: the default's tick, thinned to the rate, as the

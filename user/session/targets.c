@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -95,23 +96,28 @@ void targets__follow_children(struct targets *ts, pid_t pid, long threads)
 
 /* The pid the kernel handed out last in this process's pid namespace, which
  * holds every target's (they are visible here): the fifth field of
- * /proc/loadavg. -1 when it cannot be read. */
-static long newest_pid(void)
+ * /proc/loadavg. -1 when it cannot be read. The file is kept open and read
+ * with pread from 0, one system call a poll (a seq file: made anew at 0). */
+static long newest_pid(struct targets *ts)
 {
 	char buf[128];
 	long pid = -1;
-	FILE *f = fopen("/proc/loadavg", "re");
+	ssize_t n;
 
-	if (f && fgets(buf, sizeof(buf), f))
-		sscanf(buf, "%*s %*s %*s %*s %ld", &pid);
-	if (f)
-		fclose(f);
+	if (!ts->loadavg_open) {
+		ts->loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+		ts->loadavg_open = true;
+	}
+	if (ts->loadavg_fd < 0 || (n = pread(ts->loadavg_fd, buf, sizeof(buf) - 1, 0)) <= 0)
+		return -1;
+	buf[n] = 0;
+	sscanf(buf, "%*s %*s %*s %*s %ld", &pid);
 	return pid;
 }
 
 bool targets__children_may_be_new(struct targets *ts)
 {
-	long pid = newest_pid();
+	long pid = newest_pid(ts);
 
 	if (pid < 0 || pid != ts->last_pid) {
 		ts->last_pid = pid;
@@ -145,4 +151,7 @@ void targets__free(struct targets *ts)
 		free(ts->places[i]);
 	}
 	ts->n = 0;
+	if (ts->loadavg_open && ts->loadavg_fd >= 0)
+		close(ts->loadavg_fd);
+	ts->loadavg_open = false;
 }

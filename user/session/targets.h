@@ -59,6 +59,8 @@ struct targets {
 	bool full;			/* more processes started than followed; said so */
 	bool follow_children;		/* the children of each are followed */
 	long last_pid;			/* the newest task's pid, as /proc/loadavg gave it */
+	bool loadavg_open;		/* loadavg_fd was opened (or failed to: -1) */
+	int loadavg_fd;			/* /proc/loadavg, kept open: pread from 0 */
 	int quiet_polls;		/* polls since a new task was last possible */
 };
 
