@@ -21,6 +21,7 @@ $(UNIT_DIR)/test_%.o: tests/unit/test_%.c | $(GEN_HEADERS)
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(DEPFLAGS) -I$(LUAJIT_INC) $(CFLAGS) -c $< -o $@
 
 $(UNIT_DIR)/test_bcpath: $(UNIT_DIR)/sampler/bcpath.o
+$(UNIT_DIR)/test_ksyms: $(UNIT_DIR)/base/ksyms.o
 SYMBOLIZE_OBJS := luajit/symbolize base/pairmap base/text base/procmem luajit/elf_file luajit/cfunc_names luajit/codemap
 $(UNIT_DIR)/test_symbolize: $(patsubst %,$(UNIT_DIR)/%.o,$(SYMBOLIZE_OBJS))
 $(UNIT_DIR)/test_code_sites: $(patsubst %,$(UNIT_DIR)/%.o,luajit/code_sites luajit/code_layout luajit/x86_code luajit/elf_file)

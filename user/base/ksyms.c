@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* ksyms.c - the running kernel's symbols (ksyms.h). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,4 +126,32 @@ const char *ksyms__name(const struct ksyms *k, __u64 addr)
 	while (lo > 0 && !k->syms[lo - 1].text)
 		lo--;
 	return lo ? k->syms[lo - 1].name : NULL;
+}
+
+int ksyms__lookup(const char *const names[], __u64 addrs[], int n)
+{
+	FILE *f = fopen("/proc/kallsyms", "re");
+	char line[512];
+	int left = n;
+
+	if (!f)
+		return -errno;
+	memset(addrs, 0, n * sizeof(*addrs));
+	/* "ADDR TYPE NAME\n", or "ADDR TYPE NAME\t[MODULE]\n" for a module's. */
+	while (left && fgets(line, sizeof(line), f)) {
+		char *name = strchr(line, ' ');
+		size_t len;
+
+		if (!name || !(name = strchr(name + 1, ' ')))
+			continue;
+		len = strcspn(++name, "\t\n");
+		if (name[len] != '\n')
+			continue;
+		for (int i = 0; i < n; i++)
+			if (!addrs[i] && strlen(names[i]) == len && !memcmp(name, names[i], len) &&
+			    (addrs[i] = strtoull(line, NULL, 16)))
+				left--;
+	}
+	fclose(f);
+	return 0;
 }

@@ -30,4 +30,10 @@ const char *ksyms__clone_of(const struct ksyms *k, const char *prefix);
 /* The name of the text symbol holding addr; NULL when none does. */
 const char *ksyms__name(const struct ksyms *k, __u64 addr);
 
+/* The addresses of a few symbols of the kernel itself (not of modules),
+ * in one pass that builds no table and ends once all are found: addrs[i]
+ * for names[i], 0 where none. 0, or -errno when /proc/kallsyms cannot be
+ * read. */
+int ksyms__lookup(const char *const names[], __u64 addrs[], int n);
+
 #endif /* NUPP_KSYMS_H */
