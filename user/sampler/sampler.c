@@ -297,15 +297,15 @@ static __u64 tick_handler(void)
 	static const char *const names[] = { "tick_sched_timer", "tick_nohz_handler" };
 	static __u64 addr;	/* looked up once */
 	static bool known;
-	FILE *f = known ? NULL : fopen("/proc/timer_list", "re");
 	char line[256], listed[64];
 	__u64 addrs[2];
 	int which = -1;
+	FILE *f;
 
 	if (known)
 		return addr;
 	known = true;
-	if (!f) {
+	if (!(f = fopen("/proc/timer_list", "re"))) {
 		if (!ksyms__lookup(names, addrs, 2))
 			addr = addrs[0] ? addrs[0] : addrs[1];
 		return addr;
@@ -328,9 +328,13 @@ static __u64 tick_handler(void)
 static unsigned kernel_hz(void)
 {
 	char path[2][128] = { "", "/proc/config.gz" }, line[256];
+	static unsigned hz;	/* read once: a clock's choice, period and gap all ask */
+	static bool known;
 	struct utsname u;
-	unsigned hz = 0;
 
+	if (known)
+		return hz;
+	known = true;
 	if (!uname(&u))
 		snprintf(path[0], sizeof(path[0]), "/boot/config-%s", u.release);
 	for (int i = 0; i < 2 && !hz; i++) {
@@ -1024,19 +1028,16 @@ int sampler__slow_down(struct sampler *s)
 {
 	__u64 period;
 
-	if (s->off_cpu || s->alloc || s->weight >= SAMPLER_WEIGHT_MAX)
-		return -ENOTSUP;
-	if (s->tick)
-		goto lowered;	/* the program thins the ticks twice as much */
-	if (!s->task_events && (!s->perf_fds || !s->nlinks))
+	if (s->off_cpu || s->alloc || s->weight >= SAMPLER_WEIGHT_MAX ||
+	    (!s->tick && !s->task_events && (!s->perf_fds || !s->nlinks)))
 		return -ENOTSUP;
 	period = s->period_ns * s->weight * 2;
-	/* Task events keep their periods, which tell whose they are: the
-	 * program keeps one sample in weight (own_event_sample()). */
-	for (int i = 0; i < s->nlinks && !s->task_events; i++)
+	/* The tick's thinning (tick_taken()) doubles with weight alone. Task
+	 * events keep their periods, which tell whose they are: the program
+	 * keeps one sample in weight (own_event_sample()). */
+	for (int i = 0; i < s->nlinks && !s->tick && !s->task_events; i++)
 		if (ioctl(s->perf_fds[i], PERF_EVENT_IOC_PERIOD, &period))
 			return -errno;
-lowered:
 	s->weight *= 2;
 	__atomic_store_n(&s->skel->data->weight, s->weight, __ATOMIC_RELEASE);
 	return s->weight;
