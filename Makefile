@@ -45,6 +45,7 @@ $(B)/vmlinux.h:
 $(B)/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) $(B)/vmlinux.h
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(B) -Ibpf \
+		$$(grep -q '^struct bpf_task_work {' $(B)/vmlinux.h && echo -DNUPP_HAVE_TASK_WORK) \
 		-I/usr/include/x86_64-linux-gnu -c $< -o $@.tmp && \
 		llvm-strip -g $@.tmp -o $@ && rm -f $@.tmp
 

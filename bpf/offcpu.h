@@ -59,6 +59,7 @@ struct {
 struct switch_scratch {
 	__u64 ip[NUPP_KSTACK];
 	struct nupp_off_since since;
+	__u64 owner;		/* the walk using it (sweep_walk) */
 };
 
 struct {
@@ -86,6 +87,24 @@ static __always_inline __u64 wait_channel(void *ctx, struct switch_scratch *ss)
 		if (in_sched && !sched)
 			return ip;
 		in_sched |= sched;
+	}
+	return 0;
+}
+
+/* The same of a task switched out (a sweep): the kernel unwinds its saved
+ * stack from where it left the scheduler, so the first return address not
+ * in the scheduler's code. */
+static __always_inline __u64 task_wait_channel(struct task_struct *task, struct switch_scratch *ss)
+{
+	long got = bpf_get_task_stack(task, ss->ip, sizeof(ss->ip), 0);
+
+	for (__u32 i = 0; i < NUPP_KSTACK; i++) {
+		__u64 ip = ss->ip[i];
+
+		if ((long)(i * 8) >= got)
+			break;
+		if (ip < sched_text_lo || ip >= sched_text_hi)
+			return ip;
 	}
 	return 0;
 }
@@ -243,6 +262,117 @@ int BPF_PROG(on_thread_exit, struct task_struct *task)
 		end_wait(task, since, bpf_ktime_get_ns(), task->se.sum_exec_runtime);
 	return 0;
 }
+
+/* The sampled off-CPU clock (--off-cpu -F HZ): no program at a switch.
+ * Userspace sweeps the machine's threads at about the rate asked (reading
+ * the iterator sweep_off_cpu); each target thread found switched out is
+ * charged the time since the sweep before (sweep_ns): an unbiased estimate
+ * of its time off the CPU, whose cost to a target is not per switch but
+ * per sweep that finds it waiting.
+ *
+ * The sweep cannot walk the thread's Lua stack: its memory is not the
+ * current one, and a sweep may not sleep to read another process's. The
+ * stack cannot change while the thread waits, though: the thread runs no
+ * user code until it comes back. So the sweep notes the wait's kernel side
+ * (system call, wait channel) and asks the kernel to run sweep_walk in the
+ * thread when it next returns to user mode (BPF task work, Linux 6.18),
+ * where the stack is walked as on a switch out and charged all the time
+ * the sweeps saw. A thread still waiting when the session ends is charged
+ * by userspace, to its kernel side alone (user/sampler/waits.c). */
+#ifdef NUPP_HAVE_TASK_WORK
+#define PF_EXITING	0x00000004	/* include/linux/sched.h, stable since 2.6 */
+
+extern int bpf_task_work_schedule_resume_impl(struct task_struct *task, struct bpf_task_work *tw,
+					      void *map__map, bpf_task_work_callback_t callback,
+					      void *aux__prog) __ksym __weak;
+
+volatile __u64 sweep_ns;	/* set by userspace before each sweep: the time since the last */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, __u32);			/* the thread's kernel tid */
+	__type(value, struct nupp_sweep_seen);
+} sweep_seen SEC(".maps");
+
+/* A target thread back from a wait some sweeps saw, in its own context on
+ * its way to user mode (task work: may sleep, and another thread's walk on
+ * this CPU may come between; the scratch's owner tells). */
+static int sweep_walk(struct bpf_map *map, void *key, void *value)
+{
+	struct nupp_sweep_seen *e = value;
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 zero = 0, pid = view_tgid(task);
+	struct nupp_proc *p = proc_of(pid);
+	struct switch_scratch *ss;
+	struct sampler_scratch *sc;
+	__u64 ns, owner;
+
+	e->pending = 0;		/* a sweep from now on asks again */
+	ns = __sync_lock_test_and_set(&e->ns, 0);
+	if (!p || !ns || *(__u32 *)key != task->pid)
+		return 0;
+	if (!(sc = scratch_for(task, pid)) || !(ss = bpf_map_lookup_elem(&switch_scratch, &zero)))
+		return 0;
+	owner = ss->owner = ((__u64)bpf_get_prandom_u32() << 32) | task->pid;
+	VM_REGS(sc->regs, (const struct pt_regs *)bpf_task_pt_regs(task));
+	sample(p, sc, true);	/* counted by charge() */
+	note_wait(ss, sc, 0, e->wait.syscall, e->wait.wchan, e->wait.preempted, 1);
+	if (ss->owner != owner)
+		return 0;	/* another walk took the scratch meanwhile: its stack is not ours */
+	charge(task, &ss->since.wait, ns, 1);
+	return 0;
+}
+
+/* One thread of the machine, in a sweep. */
+SEC("iter.s/task")
+int sweep_off_cpu(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct nupp_sweep_seen *e, fresh = {};
+	const struct pt_regs *regs;
+	struct switch_scratch *ss;
+	__u32 tid, zero = 0;
+	__u64 switches;
+	__s32 syscall;
+	bool blocked;
+
+	/* Running, or exiting (a zombie stays listed until reaped, its
+	 * stack gone): no wait of the program's. */
+	if (!task || paused || task->on_cpu || task->exit_state || (task->flags & PF_EXITING) ||
+	    !proc_of(view_tgid(task)))
+		return 0;
+	blocked = !task->on_rq || (bpf_core_field_exists(task->se.sched_delayed) &&
+				   BPF_CORE_READ(task, se.sched_delayed));
+	if (!blocked && !include_preempted)
+		return 0;
+	tid = task->pid;
+	if (!(e = bpf_map_lookup_elem(&sweep_seen, &tid))) {
+		bpf_map_update_elem(&sweep_seen, &tid, &fresh, BPF_NOEXIST);
+		if (!(e = bpf_map_lookup_elem(&sweep_seen, &tid)))
+			return 0;
+	}
+	__sync_fetch_and_add(&e->ns, sweep_ns);
+	switches = task->nvcsw + task->nivcsw;
+	if (e->pending && e->switches == switches)
+		return 0;	/* the wait a walk is already asked for */
+	e->switches = switches;
+	if (!(ss = bpf_map_lookup_elem(&switch_scratch, &zero)))
+		return 0;
+	regs = (const struct pt_regs *)bpf_task_pt_regs(task);
+	syscall = (__s32)BPF_CORE_READ(regs, orig_ax);
+	e->wait.syscall = syscall < 0 ? -1 : syscall;
+	e->wait.preempted = !blocked;
+	e->wait.wchan = task_wait_channel(task, ss);
+	e->pid = view_tgid(task);
+	e->tid = view_tid(task);
+	if (!e->pending && !bpf_task_work_schedule_resume_impl(task, &e->tw, &sweep_seen,
+							       sweep_walk, NULL))
+		e->pending = 1;
+	return 0;
+}
+#endif /* NUPP_HAVE_TASK_WORK */
 
 /* Coroutine waits (--waits): a coroutine that yields waits until it is
  * resumed, while its thread runs other coroutines or sleeps in an event

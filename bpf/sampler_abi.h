@@ -220,6 +220,24 @@ struct nupp_off_since {
 	__u64 switches;			/* its nvcsw + nivcsw at its last switch out */
 };
 
+/* A target thread the sampled off-CPU clock's sweeps found switched out
+ * (map sweep_seen, by kernel tid): the time they saw, until the thread
+ * comes back and its stack is walked (bpf/offcpu.h). Userspace charges
+ * what is left when the session ends. */
+struct nupp_sweep_seen {
+#if defined(__bpf__) && defined(NUPP_HAVE_TASK_WORK)
+	struct bpf_task_work tw;	/* the walk asked for, run at the return */
+#else
+	__u64 tw;
+#endif
+	__u64 ns;			/* seen off the CPU, not charged yet */
+	__u64 switches;			/* nvcsw + nivcsw when last seen */
+	struct nupp_wait_key wait;	/* its kernel side (slot and state unused) */
+	__u32 pending;			/* the walk is asked for */
+	__u32 pid, tid;			/* the thread's ids, as nupp-bpf sees them */
+	__u32 pad;
+};
+
 #define NUPP_WAIT_UNCOUNTED	0xffffffffU
 #define NUPP_WAIT_COROUTINE	(-2)
 /* The cookie of a --waits probe inside the VM's coroutine fast functions:

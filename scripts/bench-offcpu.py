@@ -18,6 +18,10 @@ measures:
    measures over its own loop. On these machines two runs of the
    same program differ by up to 10 %: the ratio of medians is a rough
    figure.
+   `record --off-cpu -F 99` (sweeps at 99 Hz instead of each switch) runs
+   in the same rounds, and its nupp-bpf's own CPU is measured attached to
+   a running pingpong for 3 s (its sweeping thread runs on some CPU, not
+   in the target's time).
 2. The channel's own time, which is what it takes from the target: the
    kernel's count of the switch program's runs (each switch out of the
    target's threads, and of its child's, which inherits their events)
@@ -84,6 +88,34 @@ def cpu_s(pid):
     return total
 
 
+def sweeper_cpu(luajit):
+    """nupp-bpf's CPU, as a share of one core, sweeping a running pingpong
+    at 99 Hz for 3 s (after 1.5 s of its start)."""
+    target = subprocess.Popen([luajit, PINGPONG, "100000000"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        nupp = subprocess.Popen([NUPP, "record", "--off-cpu", "-F", "99", "-p", str(target.pid),
+                                 "-d", "6", "-o", "/dev/null"], stderr=subprocess.PIPE, text=True)
+        for line in nupp.stderr:
+            if line.startswith("nupp-bpf: recording"):
+                break
+        time.sleep(1.5)
+        c0, t0 = own_cpu_s(nupp.pid), time.monotonic()
+        time.sleep(3)
+        c1, t1 = own_cpu_s(nupp.pid), time.monotonic()
+        nupp.communicate(timeout=60)
+    finally:
+        target.kill()
+        target.wait()
+    return (c1 - c0) / (t1 - t0)
+
+
+def own_cpu_s(pid):
+    """CPU seconds of process pid alone (all its threads)."""
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def own_time(luajit):
     """(ns per run, runs/s, share of the target's CPU) of the switch program."""
     target = subprocess.Popen([luajit, PINGPONG, "100000000"], stdout=subprocess.DEVNULL)
@@ -116,7 +148,7 @@ def main():
     ap.add_argument("--trips", type=int, default=150000)
     ap.add_argument("--luajit", default="/usr/bin/luajit")
     a = ap.parse_args()
-    plain, profiled, traced, besides, every = [], [], [], [], set()
+    plain, profiled, traced, besides, swept, every = [], [], [], [], [], set()
     # Its own session, and no pipe of ours: its sleep is killed with it,
     # and holds none of our output open.
     idle = subprocess.Popen([a.luajit, "-e", "os.execute('sleep 3600')"], stdout=subprocess.DEVNULL,
@@ -132,6 +164,8 @@ def main():
             profiled.append(r)
             m = re.search(r"one switch in up to (\d+) was walked", err)
             every.add(int(m[1]) if m else 1)
+            swept.append(rate([NUPP, "record", "--off-cpu", "-F", "99", "-o", out, "--", a.luajit,
+                               PINGPONG, str(a.trips)])[0])
             # The reference: the kernel's own tracing of every switch, what
             # any observer of the tracepoint pays on this machine.
             traced.append(rate(["perf", "record", "-q", "-e", "sched:sched_switch", "-a", "-o",
@@ -140,19 +174,24 @@ def main():
     os.killpg(idle.pid, signal.SIGKILL)
     idle.wait()
     per_run, runs_s, share = own_time(a.luajit)
+    sweeper = sweeper_cpu(a.luajit)
     p, q, t = statistics.median(plain), statistics.median(profiled), statistics.median(traced)
+    w = statistics.median(swept)
     o = statistics.median(besides)
     print("| | round trips/s (median of %d) | target switches out/s |" % a.rounds)
     print("|---|---:|---:|")
     print(f"| alone | {p:,.0f} | {2 * p:,.0f} |")
     print(f"| `record --off-cpu` | {q:,.0f} | {2 * q:,.0f} |")
+    print(f"| `record --off-cpu -F 99` (sweeps) | {w:,.0f} | {2 * w:,.0f} |")
     print(f"| `record --off-cpu -p` of another process, asleep | {o:,.0f} | {2 * o:,.0f} |")
     print(f"| `perf record -e sched:sched_switch -a` (reference) | {t:,.0f} | {2 * t:,.0f} |")
     print(f"\nThroughput: **{100 * (1 - q / p):.1f} %** lower under `--off-cpu` (runs alternate; "
           f"each rate is the program's own over its loop; one switch out in up to {max(every)} "
           f"was walked); under perf's tracing of the same tracepoint, **{100 * (1 - t / p):.1f} %** "
           f"lower; with nupp-bpf watching another process, "
-          f"**{100 * (1 - o / p):.1f} %** lower.")
+          f"**{100 * (1 - o / p):.1f} %** lower; swept at 99 Hz (`--off-cpu -F 99`), "
+          f"**{100 * (1 - w / p):.1f} %** lower, nupp-bpf's own CPU **{100 * sweeper:.2f} %** of "
+          f"a core (attached to a running pingpong for 3 s).")
     print(f"\nThe switch program's own time: **{per_run:.0f} ns** a run (its timing by the "
           f"kernel included), {runs_s:,.0f} runs/s, **{100 * share:.1f} %** of the target's "
           f"CPU time over the same 3 s.")

@@ -120,10 +120,16 @@ def offcpu_rows(s):
     ns, share = line(s, r"own time: \*\*(\d+) ns\*\* a run.*?\*\*([\d.]+ %)\*\* of the target")
     rate, = line(s, r"\| alone \| [\d,]+ \| ([\d,]+) \|")
     ref = re.search(r"perf's tracing of the same tracepoint, \*\*([-\d.]+ %)\*\*", s)
-    return [("`record --off-cpu`, two processes switching %s times a second: throughput lost "
-             "(perf's own tracing of the switches); the switch program's time" % rate,
-             "%s (%s); %s ns a switch, %s of their CPU"
-             % (lower, ref[1] if ref else "not measured", ns, share))]
+    out = [("`record --off-cpu`, two processes switching %s times a second: throughput lost "
+            "(perf's own tracing of the switches); the switch program's time" % rate,
+            "%s (%s); %s ns a switch, %s of their CPU"
+            % (lower, ref[1] if ref else "not measured", ns, share))]
+    swept = re.search(r"swept at 99 Hz \(`--off-cpu -F 99`\), \*\*([-\d.]+ %)\*\* lower, "
+                      r"nupp-bpf's own CPU \*\*([\d.]+ %)\*\*", s)
+    if swept:
+        out.append(("`record --off-cpu -F 99` (sweeps), the same two processes: throughput lost; "
+                    "nupp-bpf's own CPU", "%s; %s of a core" % swept.groups()))
+    return out
 
 
 def alloc_rows(s):

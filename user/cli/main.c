@@ -108,7 +108,8 @@ static const struct argp_option options[] = {
 	{ "off-cpu", OPT_OFF_CPU, NULL, 0, "Time off the CPU instead of samples: each wait of a "
 	  "target thread (blocked in a system call, a lock, a sleep) charged to its Lua stack, "
 	  "with the system call and the kernel function it waited in as the leaf; counts are "
-	  "microseconds", 1 },
+	  "microseconds. With -F or -i: sweeps of the threads at that rate instead of a walk "
+	  "at each switch (Linux 6.18)", 1 },
 	{ "wall", OPT_WALL, NULL, 0, "Wall-clock time: samples on the CPU (as microseconds, "
 	  "each its period) and waits off it (as --off-cpu) in one profile, per thread; an "
 	  "off-CPU stack ends in its kernel frame", 1 },
@@ -240,9 +241,12 @@ static void check_live(const struct session_opts *o)
 		usage_error("--min-block, --include-preempted and --waits go with --off-cpu or --wall");
 	if ((o->off_cpu || o->wall) && !(o->channels & SESSION_SAMPLE))
 		usage_error("--off-cpu and --wall are for record, top and the default job");
-	if (o->off_cpu && (o->clock_given || o->rate_given || o->max_cpu))
-		usage_error("--off-cpu counts every wait: -F, -i, --clock and --max-cpu are for "
-			    "samples on the CPU");
+	if (o->off_cpu && (o->clock_given || o->max_cpu))
+		usage_error("--off-cpu is its own clock: --clock and --max-cpu are for samples on "
+			    "the CPU");
+	if (o->off_cpu && o->rate_given && (o->min_block_given || o->sampler.coroutine_waits))
+		usage_error("--off-cpu -F samples waits by sweeps, which see no wait begin or end: "
+			    "--min-block and --waits need every switch (--off-cpu without -F or -i)");
 	if (o->alloc_mean_given && !o->alloc)
 		usage_error("--alloc-mean goes with --alloc");
 	if (o->alloc && !(o->channels & SESSION_SAMPLE))
@@ -528,6 +532,9 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		/* --wall weighs a sample as the cpu clock's period. */
 		if (o->wall && !o->clock_given)
 			o->sampler.clock = SAMPLER_CLOCK_CPU;
+		/* --off-cpu alone sees every switch; with -F or -i it sweeps. */
+		if (o->off_cpu && !o->rate_given)
+			o->sampler.freq_hz = o->sampler.period_us = 0;
 		if (o->off_cpu)
 			o->sampler.clock = SAMPLER_CLOCK_OFF_CPU;
 		if (o->alloc)

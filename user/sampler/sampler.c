@@ -497,6 +497,13 @@ static int configure_tick_rate(struct sampler *s, const struct sampler_opts *o, 
 	return 0;
 }
 
+/* The sweep of --off-cpu -F, NULL where the object was built for a kernel
+ * without BPF task work (bpf/offcpu.h). */
+static struct bpf_program *sweep_program(struct sampler *s)
+{
+	return bpf_object__find_program_by_name(s->skel->obj, "sweep_off_cpu");
+}
+
 /* Set what the object is loaded with: its constants, the sizes of its
  * maps, the one timer program of --clock. */
 static int configure_object(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
@@ -512,7 +519,8 @@ static int configure_object(struct sampler *s, const struct sampler_opts *o, cha
 	s->skel->rodata->walk_turns = 2 * (o->depth + 1) < NUPP_MAX_DEPTH ? 2 * (o->depth + 1)
 									   : NUPP_MAX_DEPTH;
 	s->skel->rodata->leaf_pc = o->lines;
-	s->task_events = o->clock == SAMPLER_CLOCK_THREAD || o->clock == SAMPLER_CLOCK_OFF_CPU;
+	s->task_events = o->clock == SAMPLER_CLOCK_THREAD ||
+			 (o->clock == SAMPLER_CLOCK_OFF_CPU && !s->sweep);
 	s->skel->rodata->task_events = o->clock == SAMPLER_CLOCK_THREAD;
 	s->skel->rodata->period_ns = s->period_ns;
 	bpf_map__set_max_entries(s->skel->maps.counts, s->table_len);
@@ -521,8 +529,15 @@ static int configure_object(struct sampler *s, const struct sampler_opts *o, cha
 	bpf_program__set_autoload(s->skel->progs.on_cpu_clock,
 				  o->clock == SAMPLER_CLOCK_CPU || o->clock == SAMPLER_CLOCK_THREAD);
 	bpf_program__set_autoload(s->skel->progs.on_tick, o->clock == SAMPLER_CLOCK_TICK);
-	bpf_program__set_autoload(s->skel->progs.on_switch_out, o->clock == SAMPLER_CLOCK_OFF_CPU);
-	bpf_program__set_autoload(s->skel->progs.on_thread_exit, o->clock == SAMPLER_CLOCK_OFF_CPU);
+	bpf_program__set_autoload(s->skel->progs.on_switch_out, s->off_cpu && !s->sweep);
+	bpf_program__set_autoload(s->skel->progs.on_thread_exit, s->off_cpu && !s->sweep);
+	if (sweep_program(s))
+		bpf_program__set_autoload(sweep_program(s), s->sweep);
+	if (s->sweep && !sweep_program(s)) {
+		snprintf(err, errsz, "--off-cpu -F sweeps with BPF task work (Linux 6.18), which "
+			 "this kernel lacks; take --off-cpu without -F");
+		return -1;
+	}
 	bpf_program__set_autoload(s->skel->progs.on_yield, s->coroutine_waits);
 	bpf_program__set_autoload(s->skel->progs.on_resume, s->coroutine_waits);
 	bpf_program__set_autoload(s->skel->progs.on_alloc, s->alloc);
@@ -605,6 +620,14 @@ static int attach(struct sampler *s, const struct sampler_opts *o, char *err, si
 	if (o->clock == SAMPLER_CLOCK_TICK) {
 		if (attach_one(s, s->skel->progs.on_tick, "the scheduler tick", err, errsz))
 			return -1;
+	} else if (s->sweep) {
+		/* The sweeps (waits.c), started once the targets are known:
+		 * the iterator here. */
+		if (!(s->sweep_link = bpf_program__attach_iter(sweep_program(s), NULL))) {
+			snprintf(err, errsz, "failed to make the off-CPU sweep's iterator: %s",
+				 strerror(errno));
+			return -1;
+		}
 	} else if (o->clock == SAMPLER_CLOCK_OFF_CPU) {
 		/* Context-switch events on the targets' threads
 		 * (open_task_events), and their exits (offcpu.h). */
@@ -711,6 +734,9 @@ struct sampler *sampler__open(const struct sampler_opts *asked, char *err, size_
 	}
 	s->period_ns = period_ns(o);
 	s->off_cpu = o->clock == SAMPLER_CLOCK_OFF_CPU;
+	/* A rate asked of the off-CPU clock: sweeps at it, not every switch. */
+	s->sweep = s->off_cpu && asked_period_ns(o);
+	s->sweep_period_ns = s->sweep ? asked_period_ns(o) : 0;
 	s->coroutine_waits = s->off_cpu && o->coroutine_waits;
 	s->alloc = o->clock == SAMPLER_CLOCK_ALLOC;
 	s->tick = o->clock == SAMPLER_CLOCK_TICK;
@@ -720,7 +746,8 @@ struct sampler *sampler__open(const struct sampler_opts *asked, char *err, size_
 	s->dumpstack_names = o->dumpstack_names;
 	s->no_walk_caches = o->no_walk_caches;
 	if (open_object(s, err, errsz) || configure_object(s, o, err, errsz) ||
-	    load_object(s, err, errsz) || attach(s, o, err, errsz)) {
+	    load_object(s, err, errsz) || attach(s, o, err, errsz) ||
+	    (s->sweep && waits__start_sweeps(s, err, errsz))) {
 		sampler__close(s);
 		return NULL;
 	}
@@ -1055,6 +1082,9 @@ void sampler__pause(struct sampler *s, bool paused)
 
 void sampler__stop(struct sampler *s)
 {
+	waits__stop_sweeps(s);
+	bpf_link__destroy(s->sweep_link);
+	s->sweep_link = NULL;
 	for (int i = 0; i < s->nlinks; i++)
 		bpf_link__destroy(s->links[i]);
 	s->nlinks = 0;

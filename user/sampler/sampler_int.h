@@ -10,6 +10,7 @@
 #define NUPP_SAMPLER_INT_H
 
 #include <linux/types.h>
+#include <pthread.h>
 #include "base/keymap.h"
 #include "channel/channel.h"
 #include "profile/profile.h"
@@ -121,6 +122,17 @@ struct sampler {
 	unsigned switch_every_max;	/* the largest so far */
 	__u64 switches_seen;		/* target switches out walked, at switches_at */
 	double switches_at;		/* when (CLOCK_MONOTONIC, s); 0 never */
+	/* --off-cpu -F: the machine's threads swept at the rate, not each
+	 * switch seen (bpf/offcpu.h, sweep_off_cpu). */
+	bool sweep;
+	__u64 sweep_period_ns;		/* the mean time between two sweeps */
+	struct bpf_link *sweep_link;	/* the iterator a sweep reads */
+	pthread_t sweeper;		/* the thread that sweeps */
+	bool sweeping;			/* it runs */
+	int sweep_stop;			/* asks it to end (atomic) */
+	struct nupp_sweep_seen *gone;	/* entries of threads gone while waiting */
+	size_t ngone, gone_cap;
+	double pruned_at;		/* when sweep_seen was last pruned */
 	/* Allocations (allocs.c): */
 	bool alloc;
 	int session_type;		/* BPF_TRACE_UPROBE_SESSION in this kernel */
@@ -168,6 +180,10 @@ SAMPLER_INTERNAL int waits__configure(struct sampler *s, const struct sampler_op
  * wait's system call and wait channel, counting microseconds. 0 or -ENOMEM. */
 SAMPLER_INTERNAL int waits__rows(struct sampler *s, struct sampler_stats *st);
 SAMPLER_INTERNAL void waits__free(struct sampler *s);
+/* Start and stop the sweeps of --off-cpu -F (s->sweep): a thread of
+ * nupp-bpf reads the sweep iterator about every sweep_period_ns. */
+SAMPLER_INTERNAL int waits__start_sweeps(struct sampler *s, char *err, size_t errsz);
+SAMPLER_INTERNAL void waits__stop_sweeps(struct sampler *s);
 /* allocs.c: the kernel's side of the allocation clock, its probes on the
  * VMs' allocators (each VM found so far; again after a scan), and the rows'
  * objects and bytes in use. */

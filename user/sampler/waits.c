@@ -8,6 +8,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +64,103 @@ int waits__configure(struct sampler *s, const struct sampler_opts *o, char *err,
 #define WALKS_PER_S_MAX		2000
 #define SWITCH_EVERY_MAX	1024
 
+/* The sweeper: reads the sweep iterator at jittered intervals (uniform
+ * between half and one and a half of the period, so that no workload runs
+ * in step with it), each sweep charging a waiting thread the time since
+ * the sweep before. Its own thread: the session's loop wakes far less
+ * often, and a sweep must not wait behind a collection. */
+static void *sweeper(void *arg)
+{
+	struct sampler *s = arg;
+	int link = bpf_link__fd(s->sweep_link);
+	__u64 seed = (__u64)getpid() * 0x9e3779b97f4a7c15ULL ^ (__u64)(monotonic_s() * 1e9);
+	double last = monotonic_s();
+	char buf[64];
+
+	while (!__atomic_load_n(&s->sweep_stop, __ATOMIC_ACQUIRE)) {
+		double now, jitter;
+		struct timespec ts;
+		int fd;
+
+		seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;	/* xorshift64 */
+		jitter = 0.5 + (double)(seed >> 11) / (double)(1ULL << 53);
+		ts.tv_sec = 0;
+		ts.tv_nsec = (long)(s->sweep_period_ns * jitter);
+		while (ts.tv_nsec >= 1000000000L)
+			ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+		nanosleep(&ts, NULL);
+		now = monotonic_s();
+		__atomic_store_n(&s->skel->bss->sweep_ns, (__u64)((now - last) * 1e9),
+				 __ATOMIC_RELEASE);
+		last = now;
+		if ((fd = bpf_iter_create(link)) < 0)
+			continue;
+		while (read(fd, buf, sizeof(buf)) > 0)
+			;
+		close(fd);
+	}
+	return NULL;
+}
+
+int waits__start_sweeps(struct sampler *s, char *err, size_t errsz)
+{
+	int ret = pthread_create(&s->sweeper, NULL, sweeper, s);
+
+	if (ret) {
+		snprintf(err, errsz, "cannot start the off-CPU sweeps: %s", strerror(ret));
+		return -1;
+	}
+	s->sweeping = true;
+	return 0;
+}
+
+void waits__stop_sweeps(struct sampler *s)
+{
+	if (!s->sweeping)
+		return;
+	__atomic_store_n(&s->sweep_stop, 1, __ATOMIC_RELEASE);
+	pthread_join(s->sweeper, NULL);
+	s->sweeping = false;
+}
+
+/* Each second: the entries of sweep_seen whose thread is gone leave the
+ * map (16,384 threads at most, over a session's life), their time not
+ * charged yet (a thread killed while it waited) kept for the rows. */
+static void prune_sweeps(struct sampler *s)
+{
+	int fd = bpf_map__fd(s->skel->maps.sweep_seen);
+	double now = monotonic_s();
+	struct nupp_sweep_seen e;
+	__u32 tid, next;
+	bool first = true;
+	char path[48];
+
+	if (now - s->pruned_at < 1.0)
+		return;
+	s->pruned_at = now;
+	while (!bpf_map_get_next_key(fd, first ? NULL : &tid, &next)) {
+		first = false;
+		tid = next;
+		if (bpf_map_lookup_elem(fd, &tid, &e) || !e.tid)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%u/task/%u", e.pid, e.tid);
+		if (!access(path, F_OK))
+			continue;
+		if (e.ns && s->ngone == s->gone_cap) {
+			size_t cap = s->gone_cap ? 2 * s->gone_cap : 16;
+			struct nupp_sweep_seen *more = realloc(s->gone, cap * sizeof(*more));
+
+			if (!more)
+				return;
+			s->gone = more;
+			s->gone_cap = cap;
+		}
+		if (e.ns)
+			s->gone[s->ngone++] = e;
+		bpf_map_delete_elem(fd, &tid);
+	}
+}
+
 void waits__poll(struct sampler *s)
 {
 	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(s->skel->maps.walked);
@@ -74,6 +173,10 @@ void waits__poll(struct sampler *s)
 	 * one in several is: at ~90,000 switches a second, a first second
 	 * of walking them all cost a short run most of its slowdown
 	 * (bench-offcpu). */
+	if (s->sweep) {
+		prune_sweeps(s);
+		return;
+	}
 	if (s->switches_at && now - s->switches_at < (s->switch_every > 1 ? 1.0 : 0.1))
 		return;
 	if (bpf_map_lookup_elem(fd, &zero, vals))
@@ -101,6 +204,7 @@ void waits__free(struct sampler *s)
 {
 	keymap__free(&s->wait_rows);
 	free(s->row_ns);
+	free(s->gone);
 	ksyms__free(s->ksyms);
 }
 
@@ -156,10 +260,13 @@ static long wait_row(struct sampler *s, long lua, const struct nupp_wait_key *wk
 }
 
 /* Add a wait of ns (n waits) under wk to its row; 0, or -ENOMEM. */
+static int add_wait_to_row(struct sampler *s, struct sampler_stats *st, long lua,
+			   const struct nupp_wait_key *wk, __u64 ns, __u64 n);
+
 static int add_wait(struct sampler *s, struct sampler_stats *st, const struct nupp_wait_key *wk,
 		    __u64 ns, __u64 n)
 {
-	long lua, row;
+	long lua;
 
 	if (wk->slot >= s->table_len || wk->state >= NUPP_ST_MAX)
 		return 0;
@@ -167,6 +274,15 @@ static int add_wait(struct sampler *s, struct sampler_stats *st, const struct nu
 		return -ENOMEM;
 	if ((lua = s->slot_row[wk->slot] - SLOT_SEEN) < 0)
 		return 0;	/* unsymbolized: the stats count it */
+	return add_wait_to_row(s, st, lua, wk, ns, n);
+}
+
+/* Add a wait of ns (n waits) under wk, whose Lua stack is row lua. */
+static int add_wait_to_row(struct sampler *s, struct sampler_stats *st, long lua,
+			   const struct nupp_wait_key *wk, __u64 ns, __u64 n)
+{
+	long row;
+
 	if ((row = wait_row(s, lua, wk)) < 0)
 		return -ENOMEM;
 	if ((size_t)row >= s->row_ns_cap) {
@@ -255,6 +371,45 @@ static int waits_under_way(struct sampler *s, struct sampler_stats *st)
 	return 0;
 }
 
+/* The row of a wait the sweeps saw whose thread has not come back (yet,
+ * or ever: gone while it waited): its Lua stack is read only when it
+ * does, so the row is the thread's and the wait's kernel side, under
+ * "[still waiting]". */
+static int add_unwalked_wait(struct sampler *s, struct sampler_stats *st,
+			     const struct nupp_sweep_seen *e)
+{
+	struct profile_frame f = { .name = "[still waiting]", .file = "[kernel]",
+				   .kind = PROFILE_FRAME_KERNEL };
+	struct nupp_wait_key wk = e->wait;
+	long root = profile__frame(&s->rows, &f), base;
+	__u32 ids[1] = { (__u32)root };
+
+	if (root < 0 || (base = profile__add(&s->rows, e->pid, e->tid, 0, "", ids, 1)) < 0)
+		return -ENOMEM;
+	wk.state = NUPP_ST_C;
+	return add_wait_to_row(s, st, base, &wk, e->ns, 1);
+}
+
+/* Those, every entry of sweep_seen whose time is not charged yet. */
+static int sweeps_under_way(struct sampler *s, struct sampler_stats *st)
+{
+	int fd = bpf_map__fd(s->skel->maps.sweep_seen);
+	struct nupp_sweep_seen e;
+	__u32 tid, next;
+	bool first = true;
+
+	while (!bpf_map_get_next_key(fd, first ? NULL : &tid, &next)) {
+		first = false;
+		tid = next;
+		if (!bpf_map_lookup_elem(fd, &tid, &e) && e.ns && add_unwalked_wait(s, st, &e))
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < s->ngone; i++)
+		if (add_unwalked_wait(s, st, &s->gone[i]))
+			return -ENOMEM;
+	return 0;
+}
+
 int waits__rows(struct sampler *s, struct sampler_stats *st)
 {
 	int fd = bpf_map__fd(s->skel->maps.waits);
@@ -269,7 +424,7 @@ int waits__rows(struct sampler *s, struct sampler_stats *st)
 		if (!bpf_map_lookup_elem(fd, &wk, &w) && add_wait(s, st, &wk, w.ns, w.n))
 			return -ENOMEM;
 	}
-	if (waits_under_way(s, st))
+	if (s->sweep ? sweeps_under_way(s, st) : waits_under_way(s, st))
 		return -ENOMEM;
 	st->switch_every = s->switch_every_max ? s->switch_every_max : 1;
 	/* Each row's microseconds, rounded from its nanoseconds' sum. */

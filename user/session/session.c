@@ -359,6 +359,7 @@ int session__run(const struct session_opts *o)
 		struct sampler_opts off = o->sampler;
 
 		off.clock = SAMPLER_CLOCK_OFF_CPU;
+		off.freq_hz = off.period_us = 0;	/* every switch, not sweeps */
 		if (!(r.waits = sampler__open(&off, r.err, sizeof(r.err)))) {
 			say__error("%s", r.err);
 			goto out;
