@@ -21,7 +21,9 @@ measures:
    `record --off-cpu -F 99` (sweeps at 99 Hz instead of each switch) runs
    in the same rounds, and its nupp-bpf's own CPU is measured attached to
    a running pingpong for 3 s (its sweeping thread runs on some CPU, not
-   in the target's time).
+   in the target's time); so does `record --clock tick -F 1`, a session
+   that samples next to nothing: what being a launched target costs
+   whatever the clock (the probes a target gets, its children followed).
 2. The channel's own time, which is what it takes from the target: the
    kernel's count of the switch program's runs (each switch out of the
    target's threads, and of its child's, which inherits their events)
@@ -148,7 +150,7 @@ def main():
     ap.add_argument("--trips", type=int, default=150000)
     ap.add_argument("--luajit", default="/usr/bin/luajit")
     a = ap.parse_args()
-    plain, profiled, traced, besides, swept, every = [], [], [], [], [], set()
+    plain, profiled, traced, besides, swept, floor, every = [], [], [], [], [], [], set()
     # Its own session, and no pipe of ours: its sleep is killed with it,
     # and holds none of our output open.
     idle = subprocess.Popen([a.luajit, "-e", "os.execute('sleep 3600')"], stdout=subprocess.DEVNULL,
@@ -166,6 +168,8 @@ def main():
             every.add(int(m[1]) if m else 1)
             swept.append(rate([NUPP, "record", "--off-cpu", "-F", "99", "-o", out, "--", a.luajit,
                                PINGPONG, str(a.trips)])[0])
+            floor.append(rate([NUPP, "record", "--clock", "tick", "-F", "1", "-o", out, "--",
+                               a.luajit, PINGPONG, str(a.trips)])[0])
             # The reference: the kernel's own tracing of every switch, what
             # any observer of the tracepoint pays on this machine.
             traced.append(rate(["perf", "record", "-q", "-e", "sched:sched_switch", "-a", "-o",
@@ -176,13 +180,15 @@ def main():
     per_run, runs_s, share = own_time(a.luajit)
     sweeper = sweeper_cpu(a.luajit)
     p, q, t = statistics.median(plain), statistics.median(profiled), statistics.median(traced)
-    w = statistics.median(swept)
+    w, f = statistics.median(swept), statistics.median(floor)
     o = statistics.median(besides)
     print("| | round trips/s (median of %d) | target switches out/s |" % a.rounds)
     print("|---|---:|---:|")
     print(f"| alone | {p:,.0f} | {2 * p:,.0f} |")
     print(f"| `record --off-cpu` | {q:,.0f} | {2 * q:,.0f} |")
     print(f"| `record --off-cpu -F 99` (sweeps) | {w:,.0f} | {2 * w:,.0f} |")
+    print(f"| `record --clock tick -F 1` (a session sampling next to nothing) | {f:,.0f} | "
+          f"{2 * f:,.0f} |")
     print(f"| `record --off-cpu -p` of another process, asleep | {o:,.0f} | {2 * o:,.0f} |")
     print(f"| `perf record -e sched:sched_switch -a` (reference) | {t:,.0f} | {2 * t:,.0f} |")
     print(f"\nThroughput: **{100 * (1 - q / p):.1f} %** lower under `--off-cpu` (runs alternate; "
@@ -191,7 +197,8 @@ def main():
           f"lower; with nupp-bpf watching another process, "
           f"**{100 * (1 - o / p):.1f} %** lower; swept at 99 Hz (`--off-cpu -F 99`), "
           f"**{100 * (1 - w / p):.1f} %** lower, nupp-bpf's own CPU **{100 * sweeper:.2f} %** of "
-          f"a core (attached to a running pingpong for 3 s).")
+          f"a core (attached to a running pingpong for 3 s), where a session sampling next to "
+          f"nothing (`--clock tick -F 1`) costs **{100 * (1 - f / p):.1f} %**.")
     print(f"\nThe switch program's own time: **{per_run:.0f} ns** a run (its timing by the "
           f"kernel included), {runs_s:,.0f} runs/s, **{100 * share:.1f} %** of the target's "
           f"CPU time over the same 3 s.")

@@ -126,9 +126,12 @@ def offcpu_rows(s):
             % (lower, ref[1] if ref else "not measured", ns, share))]
     swept = re.search(r"swept at 99 Hz \(`--off-cpu -F 99`\), \*\*([-\d.]+ %)\*\* lower, "
                       r"nupp-bpf's own CPU \*\*([\d.]+ %)\*\*", s)
+    floor = re.search(r"next to nothing \(`--clock tick -F 1`\) costs \*\*([-\d.]+ %)\*\*", s)
     if swept:
-        out.append(("`record --off-cpu -F 99` (sweeps), the same two processes: throughput lost; "
-                    "nupp-bpf's own CPU", "%s; %s of a core" % swept.groups()))
+        out.append(("`record --off-cpu -F 99` (sweeps), the same two processes: throughput lost "
+                    "(a session sampling at 1 Hz); nupp-bpf's own CPU",
+                    "%s (%s); %s of a core" % (swept[1], floor[1] if floor else "not measured",
+                                               swept[2])))
     return out
 
 

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,7 +105,15 @@ static void *sweeper(void *arg)
 
 int waits__start_sweeps(struct sampler *s, char *err, size_t errsz)
 {
-	int ret = pthread_create(&s->sweeper, NULL, sweeper, s);
+	sigset_t all, was;
+	int ret;
+
+	/* Signals (Ctrl-C, -d's end) go to the session's thread, whose poll
+	 * they wake: the sweeper starts with them blocked. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &was);
+	ret = pthread_create(&s->sweeper, NULL, sweeper, s);
+	pthread_sigmask(SIG_SETMASK, &was, NULL);
 
 	if (ret) {
 		snprintf(err, errsz, "cannot start the off-CPU sweeps: %s", strerror(ret));
