@@ -143,3 +143,31 @@ def test_swept_in_a_pid_namespace(tmp_path):
         assert any(leaf.startswith(call + " (") for leaf in by_leaf), \
             f"{kind}: {by_leaf}\n{text}\n{p.stderr}"
         assert_swept(kind, sum(by_leaf.values()) / 1e6, truth, SECONDS, k, text + p.stderr)
+
+
+def test_rotated_files_add_up_with_sweeps(nupp, tmp_path):
+    """--rotate 1 over six os.execute("sleep 0.4") and a last one still
+    under way at -d 3: a wait counts in the file of the interval it ends
+    in (its stack is read then), the one under way in the last file alone,
+    under [still waiting]. The files add up to the session's summary, to
+    the rounding of their µs: nothing counted twice across a rotation,
+    nothing lost. Exact: sums of the same counts."""
+    b = ready_build("stock-luajit")
+    out = tmp_path / "profiles"
+    out.mkdir()
+    p = subprocess.run([str(NUPP), "record", "--off-cpu", "-F", str(HZ), "--rotate", "1",
+                        "--format", "collapsed", "-d", "3", "-o", f"{out}/", "--",
+                        *b.command("-e", 'local function nap(s) os.execute("sleep " .. s) end '
+                                   'for _ = 1, 6 do nap(0.4) end nap(5)')],
+                       capture_output=True, text=True, timeout=60, env=b.environ())
+    assert p.returncode == 0, p.stderr
+    m = re.search(r"^nupp-bpf: [\d.]+ s, ([\d.]+) s off the CPU", p.stderr, re.M)
+    assert m, p.stderr
+    files = sorted(out.iterdir())
+    assert len(files) >= 3, (files, p.stderr)
+    rows = [parse_collapsed(f.read_text()) for f in files]
+    total = sum(us for r in rows for _, us in r)
+    assert abs(total / 1e6 - float(m[1])) <= 0.001 + 1e-6 * len(files) * 50, \
+        (total, m[1], [f.read_text() for f in files])
+    still = [i for i, r in enumerate(rows) if any(s.startswith("[still waiting]") for s, _ in r)]
+    assert still == [len(files) - 1], [f.read_text() for f in files]

@@ -1314,6 +1314,7 @@ int sampler__collect(struct sampler *s, struct profile *p, struct sampler_stats 
 
 int sampler__take(struct sampler *s, struct profile *p, struct sampler_stats *st)
 {
+	s->taking = true;	/* the last read: waits still under way count too */
 	if (!sampler__counts(s, st))
 		return -ENOMEM;
 	*p = s->rows;

@@ -133,6 +133,7 @@ struct sampler {
 	struct nupp_sweep_seen *gone;	/* entries of threads gone while waiting */
 	size_t ngone, gone_cap;
 	double pruned_at;		/* when sweep_seen was last pruned */
+	bool taking;			/* sampler__take's read, the last */
 	/* Allocations (allocs.c): */
 	bool alloc;
 	int session_type;		/* BPF_TRACE_UPROBE_SESSION in this kernel */

@@ -413,6 +413,13 @@ static int sweeps_under_way(struct sampler *s, struct sampler_stats *st)
 		if (!bpf_map_lookup_elem(fd, &tid, &e) && e.ns && add_unwalked_wait(s, st, &e))
 			return -ENOMEM;
 	}
+	return 0;
+}
+
+/* The waits of threads gone before they came back (prune_sweeps): their
+ * time is final, and counted from when it is known. */
+static int sweeps_gone(struct sampler *s, struct sampler_stats *st)
+{
 	for (size_t i = 0; i < s->ngone; i++)
 		if (add_unwalked_wait(s, st, &s->gone[i]))
 			return -ENOMEM;
@@ -433,7 +440,12 @@ int waits__rows(struct sampler *s, struct sampler_stats *st)
 		if (!bpf_map_lookup_elem(fd, &wk, &w) && add_wait(s, st, &wk, w.ns, w.n))
 			return -ENOMEM;
 	}
-	if (s->sweep ? sweeps_under_way(s, st) : waits_under_way(s, st))
+	/* A swept wait under way has no stack yet: its time is charged to its
+	 * stack when it ends, and only the last read (the session's end)
+	 * charges what is left, under "[still waiting]". Each read before
+	 * (top's refreshes, --rotate's files) sees counts that only grow. */
+	if (s->sweep ? sweeps_gone(s, st) || (s->taking && sweeps_under_way(s, st))
+		     : waits_under_way(s, st))
 		return -ENOMEM;
 	st->switch_every = s->switch_every_max ? s->switch_every_max : 1;
 	/* Each row's microseconds, rounded from its nanoseconds' sum. */
