@@ -72,6 +72,9 @@ MODES = {
     "default job -F 997": (["-F", "997", "-o", "{out}"], 1),
     "record --rotate 60": (["record", "--rotate", "60", "-o", "{out}.d"], 1),
     "record --wall": (["record", "--wall", "-o", "{out}.collapsed"], 1),
+    # Time off the CPU: a walk at each switch of the worker, or sweeps.
+    "record --off-cpu": (["record", "--off-cpu", "-o", "{out}.collapsed"], 1),
+    "record --off-cpu -F 99": (["record", "--off-cpu", "-F", "99", "-o", "{out}.collapsed"], 1),
     "record --alloc": (["record", "--alloc", "-d", "3600", "-o", "{out}.pb.gz"], 1),
     # Not nupp-bpf: the kernel's own sampler at the same rate on every CPU,
     # as --clock cpu opens its events: what the timer's interrupts on every
