@@ -621,13 +621,7 @@ static int attach(struct sampler *s, const struct sampler_opts *o, char *err, si
 		if (attach_one(s, s->skel->progs.on_tick, "the scheduler tick", err, errsz))
 			return -1;
 	} else if (s->sweep) {
-		/* The sweeps (waits.c), started once the targets are known:
-		 * the iterator here. */
-		if (!(s->sweep_link = bpf_program__attach_iter(sweep_program(s), NULL))) {
-			snprintf(err, errsz, "failed to make the off-CPU sweep's iterator: %s",
-				 strerror(errno));
-			return -1;
-		}
+		/* The sweeps (waits.c): an iterator per target, as it comes. */
 	} else if (o->clock == SAMPLER_CLOCK_OFF_CPU) {
 		/* Context-switch events on the targets' threads
 		 * (open_task_events), and their exits (offcpu.h). */
@@ -737,6 +731,7 @@ struct sampler *sampler__open(const struct sampler_opts *asked, char *err, size_
 	/* A rate asked of the off-CPU clock: sweeps at it, not every switch. */
 	s->sweep = s->off_cpu && asked_period_ns(o);
 	s->sweep_period_ns = s->sweep ? asked_period_ns(o) : 0;
+	pthread_mutex_init(&s->sweep_lock, NULL);
 	s->coroutine_waits = s->off_cpu && o->coroutine_waits;
 	s->alloc = o->clock == SAMPLER_CLOCK_ALLOC;
 	s->tick = o->clock == SAMPLER_CLOCK_TICK;
@@ -945,6 +940,8 @@ int sampler__add_target(struct sampler *s, const struct lj_target *t, struct zon
 		allocs__watch(s, tg);
 	if (tg->gc_probe)
 		SET_LIVE(s, tg, gc_epoch, tg->proc.gc_epoch);
+	if (s->sweep && waits__sweep_target(s, tg, err, errsz))
+		return -1;
 	return 0;
 }
 
@@ -998,6 +995,7 @@ void sampler__remove_target(struct sampler *s, const struct lj_target *t)
 		libbpf_setup__destroy_link_aside(tg->wait_probes[--tg->nwait_probes]);
 	tg->vm_probe = NULL;
 	allocs__unwatch(tg);
+	waits__unsweep_target(s, tg);
 	close_gone_events(s, t->pid);
 }
 
@@ -1083,8 +1081,6 @@ void sampler__pause(struct sampler *s, bool paused)
 void sampler__stop(struct sampler *s)
 {
 	waits__stop_sweeps(s);
-	bpf_link__destroy(s->sweep_link);
-	s->sweep_link = NULL;
 	for (int i = 0; i < s->nlinks; i++)
 		bpf_link__destroy(s->links[i]);
 	s->nlinks = 0;

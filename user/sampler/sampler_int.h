@@ -29,6 +29,7 @@ struct target {
 	struct nupp_proc proc;		/* as configured in the procs map */
 	struct bpf_link *gc_probe;	/* retires the walk caches; NULL: no caches */
 	struct bpf_link *vm_probe;	/* names a new VM to the sampler; NULL: none */
+	struct bpf_link *sweep_link;	/* --off-cpu -F: the iterator over its threads */
 #define TARGET_WAIT_PROBES 5
 	struct bpf_link *wait_probes[TARGET_WAIT_PROBES];	/* --waits: lua_yield, lua_resume, */
 	int nwait_probes;		/* the VM's coroutine fast functions */
@@ -126,7 +127,9 @@ struct sampler {
 	 * switch seen (bpf/offcpu.h, sweep_off_cpu). */
 	bool sweep;
 	__u64 sweep_period_ns;		/* the mean time between two sweeps */
-	struct bpf_link *sweep_link;	/* the iterator a sweep reads */
+	pthread_mutex_t sweep_lock;	/* sweep_links, between the sweeper and the session */
+	struct bpf_link **sweep_links;	/* the iterators a sweep reads: one per live target */
+	size_t nsweep_links, sweep_links_cap;
 	pthread_t sweeper;		/* the thread that sweeps */
 	bool sweeping;			/* it runs */
 	int sweep_stop;			/* asks it to end (atomic) */
@@ -185,6 +188,11 @@ SAMPLER_INTERNAL void waits__free(struct sampler *s);
  * nupp-bpf reads the sweep iterator about every sweep_period_ns. */
 SAMPLER_INTERNAL int waits__start_sweeps(struct sampler *s, char *err, size_t errsz);
 SAMPLER_INTERNAL void waits__stop_sweeps(struct sampler *s);
+/* A target's threads swept from now on (its own iterator, whose visits
+ * are its threads alone), or no more. */
+SAMPLER_INTERNAL int waits__sweep_target(struct sampler *s, struct target *tg, char *err,
+					 size_t errsz);
+SAMPLER_INTERNAL void waits__unsweep_target(struct sampler *s, struct target *tg);
 /* allocs.c: the kernel's side of the allocation clock, its probes on the
  * VMs' allocators (each VM found so far; again after a scan), and the rows'
  * objects and bytes in use. */

@@ -73,7 +73,6 @@ int waits__configure(struct sampler *s, const struct sampler_opts *o, char *err,
 static void *sweeper(void *arg)
 {
 	struct sampler *s = arg;
-	int link = bpf_link__fd(s->sweep_link);
 	__u64 seed = (__u64)getpid() * 0x9e3779b97f4a7c15ULL ^ (__u64)(monotonic_s() * 1e9);
 	double last = monotonic_s();
 	char buf[64];
@@ -94,13 +93,56 @@ static void *sweeper(void *arg)
 		__atomic_store_n(&s->skel->bss->sweep_ns, (__u64)((now - last) * 1e9),
 				 __ATOMIC_RELEASE);
 		last = now;
-		if ((fd = bpf_iter_create(link)) < 0)
-			continue;
-		while (read(fd, buf, sizeof(buf)) > 0)
-			;
-		close(fd);
+		pthread_mutex_lock(&s->sweep_lock);
+		for (size_t i = 0; i < s->nsweep_links; i++) {
+			if ((fd = bpf_iter_create(bpf_link__fd(s->sweep_links[i]))) < 0)
+				continue;
+			while (read(fd, buf, sizeof(buf)) > 0)
+				;
+			close(fd);
+		}
+		pthread_mutex_unlock(&s->sweep_lock);
 	}
 	return NULL;
+}
+
+int waits__sweep_target(struct sampler *s, struct target *tg, char *err, size_t errsz)
+{
+	union bpf_iter_link_info linfo = { .task.pid = tg->pid };
+	LIBBPF_OPTS(bpf_iter_attach_opts, opts, .link_info = &linfo, .link_info_len = sizeof(linfo));
+	struct bpf_program *prog = bpf_object__find_program_by_name(s->skel->obj, "sweep_off_cpu");
+	int ret = 0;
+
+	if (!prog || !(tg->sweep_link = bpf_program__attach_iter(prog, &opts))) {
+		snprintf(err, errsz, "failed to make the off-CPU sweep's iterator over PID %d: %s",
+			 tg->pid, strerror(errno));
+		return -1;
+	}
+	pthread_mutex_lock(&s->sweep_lock);
+	if (ARRAY_ROOM(s->sweep_links, s->nsweep_links, s->sweep_links_cap, 8))
+		ret = -1;
+	else
+		s->sweep_links[s->nsweep_links++] = tg->sweep_link;
+	pthread_mutex_unlock(&s->sweep_lock);
+	if (ret) {
+		bpf_link__destroy(tg->sweep_link);
+		tg->sweep_link = NULL;
+		snprintf(err, errsz, "out of memory");
+	}
+	return ret;
+}
+
+void waits__unsweep_target(struct sampler *s, struct target *tg)
+{
+	if (!tg->sweep_link)
+		return;
+	pthread_mutex_lock(&s->sweep_lock);
+	for (size_t i = 0; i < s->nsweep_links; i++)
+		if (s->sweep_links[i] == tg->sweep_link)
+			s->sweep_links[i] = s->sweep_links[--s->nsweep_links];
+	pthread_mutex_unlock(&s->sweep_lock);
+	bpf_link__destroy(tg->sweep_link);
+	tg->sweep_link = NULL;
 }
 
 int waits__start_sweeps(struct sampler *s, char *err, size_t errsz)
@@ -130,6 +172,11 @@ void waits__stop_sweeps(struct sampler *s)
 	__atomic_store_n(&s->sweep_stop, 1, __ATOMIC_RELEASE);
 	pthread_join(s->sweeper, NULL);
 	s->sweeping = false;
+	for (size_t i = 0; i < s->nsweep_links; i++)
+		bpf_link__destroy(s->sweep_links[i]);
+	s->nsweep_links = 0;
+	for (int i = 0; i < s->ntargets; i++)
+		s->targets[i]->sweep_link = NULL;
 }
 
 /* Each second: the entries of sweep_seen whose thread is gone leave the
@@ -214,6 +261,7 @@ void waits__free(struct sampler *s)
 	keymap__free(&s->wait_rows);
 	free(s->row_ns);
 	free(s->gone);
+	free(s->sweep_links);
 	ksyms__free(s->ksyms);
 }
 
