@@ -279,15 +279,10 @@ int BPF_PROG(on_thread_exit, struct task_struct *task)
  * where the stack is walked as on a switch out and charged all the time
  * the sweeps saw. A thread still waiting when the session ends is charged
  * by userspace, to its kernel side alone (user/sampler/waits.c). */
-#ifdef NUPP_HAVE_TASK_WORK
-#define PF_EXITING	0x00000004	/* include/linux/sched.h, stable since 2.6 */
-
-extern int bpf_task_work_schedule_resume_impl(struct task_struct *task, struct bpf_task_work *tw,
-					      void *map__map, bpf_task_work_callback_t callback,
-					      void *aux__prog) __ksym __weak;
-
 volatile __u64 sweep_ns;	/* set by userspace before each sweep: the time since the last */
 
+/* In every build, so that userspace's skeleton has it: only the programs
+ * need BPF task work. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -295,6 +290,13 @@ struct {
 	__type(key, __u32);			/* the thread's kernel tid */
 	__type(value, struct nupp_sweep_seen);
 } sweep_seen SEC(".maps");
+
+#ifdef NUPP_HAVE_TASK_WORK
+#define PF_EXITING	0x00000004	/* include/linux/sched.h, stable since 2.6 */
+
+extern int bpf_task_work_schedule_resume_impl(struct task_struct *task, struct bpf_task_work *tw,
+					      void *map__map, bpf_task_work_callback_t callback,
+					      void *aux__prog) __ksym __weak;
 
 /* A target thread back from a wait some sweeps saw, in its own context on
  * its way to user mode (task work: may sleep, and another thread's walk on

@@ -737,13 +737,11 @@ int on_exec(void *ctx)
 	else
 		bpf_map_delete_elem(&more_targets, &pid);
 	target_execed[MASKED(slot, NUPP_MAX_PLACES)] = 1;
-#ifdef NUPP_HAVE_TASK_WORK
 	{	/* a wait the sweeps saw before is the old program's: dropped */
 		__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
 		bpf_map_delete_elem(&sweep_seen, &tid);
 	}
-#endif
 	return 0;
 }
 
