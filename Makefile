@@ -36,22 +36,48 @@ include $(sort $(wildcard mk/*.mk))
 
 # --- BPF: %.bpf.c -> %.bpf.o -> %.skel.h -------------------------------------
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
-BPF_SKELS := $(patsubst bpf/%.bpf.c,$(B)/%.skel.h,$(BPF_SRCS))
+BPF_SKELS := $(patsubst bpf/%.bpf.c,$(B)/%.skel.h,$(BPF_SRCS)) $(B)/sampler_sweep.skel.h
 
 $(B)/vmlinux.h:
 	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(B) && $(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
 
+# NUPP_HAVE_TASK_WORK: this kernel's types have BPF task work (Linux 6.18).
+TASK_WORK_DEF = $$(grep -q '^struct bpf_task_work {' $(B)/vmlinux.h && echo -DNUPP_HAVE_TASK_WORK)
+
 $(B)/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) $(B)/vmlinux.h
 	$(call msg,BPF,$@)
-	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(B) -Ibpf \
-		$$(grep -q '^struct bpf_task_work {' $(B)/vmlinux.h && echo -DNUPP_HAVE_TASK_WORK) \
+	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(B) -Ibpf $(TASK_WORK_DEF) \
 		-I/usr/include/x86_64-linux-gnu -c $< -o $@.tmp && \
 		llvm-strip -g $@.tmp -o $@ && rm -f $@.tmp
 
 $(B)/%.skel.h: $(B)/%.bpf.o
 	$(call msg,GENSKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
+
+# The sampler whose sweep (--off-cpu -F) walks, where this kernel has BPF
+# task work: a kfunc, which makes libbpf load the kernel's whole BTF to
+# resolve it, so only a session that sweeps opens this object, through the
+# sampler's skeleton (user/sampler/sampler.c), whose globals must then lie
+# as this object's do: checked here. Its own skeleton serves for its ELF
+# bytes alone. Without task work it is the sampler as it is.
+$(B)/sampler_sweep.bpf.o: bpf/sampler.bpf.c $(wildcard bpf/*.h) $(B)/vmlinux.h
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(B) -Ibpf $(TASK_WORK_DEF) \
+		$$(grep -q '^struct bpf_task_work {' $(B)/vmlinux.h && echo -DNUPP_SWEEP_WALKS) \
+		-I/usr/include/x86_64-linux-gnu -c $< -o $@.tmp && \
+		llvm-strip -g $@.tmp -o $@ && rm -f $@.tmp
+
+$(B)/sampler_sweep.skel.h: $(B)/sampler_sweep.bpf.o $(B)/sampler.skel.h
+	$(call msg,GENSKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name sampler_sweep_bpf > $@.tmp && \
+		for sec in bss data rodata; do \
+			sed -n "/struct sampler_bpf__$$sec {/,/} \*$$sec;/p" $(B)/sampler.skel.h > $@.a; \
+			sed -n "/struct sampler_sweep_bpf__$$sec {/,/} \*$$sec;/p" $@.tmp | \
+				sed 's/sampler_sweep_bpf__/sampler_bpf__/' > $@.b; \
+			cmp -s $@.a $@.b || { echo "$@: the .$$sec of the two sampler objects differ:"; \
+				diff $@.a $@.b; rm -f $@.a $@.b $@.tmp; exit 1; }; \
+		done && rm -f $@.a $@.b && mv $@.tmp $@
 
 # The kernel types the objects use, cut from this kernel's BTF, for a fast
 # load on this kernel (user/base/libbpf_setup.c checks it is the same kernel).
@@ -70,6 +96,14 @@ $(B)/gen/syscall_names.h:
 		     { printf "\t[%s] = \"%s\",\n", $$3, substr($$2, 6) }' | sort -t[ -k2 -n > $@.tmp && \
 		mv $@.tmp $@
 GEN_HEADERS += $(B)/gen/syscall_names.h
+
+# Whether the sampler's sweep walks (--off-cpu -F): the kernel's types have
+# BPF task work, and sampler_sweep.bpf.o calls it (user/sampler/sampler.c).
+$(B)/gen/task_work.h: $(B)/vmlinux.h
+	$(call msg,GEN,$@)
+	$(Q)mkdir -p $(@D) && { grep -q '^struct bpf_task_work {' $< && \
+		echo '#define NUPP_SWEEP_WALKS 1' || echo '#define NUPP_SWEEP_WALKS 0'; } > $@
+GEN_HEADERS += $(B)/gen/task_work.h
 
 # --- userspace ----------------------------------------------------------------
 # user/ has a folder per subsystem (README, "Architecture"); a file includes

@@ -291,13 +291,19 @@ struct {
 	__type(value, struct nupp_sweep_seen);
 } sweep_seen SEC(".maps");
 
-#ifdef NUPP_HAVE_TASK_WORK
 #define PF_EXITING	0x00000004	/* include/linux/sched.h, stable since 2.6 */
 
+/* Both objects the Makefile builds from this file hold the sweep, so that
+ * their globals lie alike (the Makefile checks it): userspace opens the
+ * one with the kfunc (NUPP_SWEEP_WALKS, where the kernel has BPF task
+ * work) through the other's skeleton. Only that one walks. */
+#ifdef NUPP_SWEEP_WALKS
 extern int bpf_task_work_schedule_resume_impl(struct task_struct *task, struct bpf_task_work *tw,
 					      void *map__map, bpf_task_work_callback_t callback,
 					      void *aux__prog) __ksym __weak;
+#endif
 
+#ifdef NUPP_SWEEP_WALKS
 /* A target thread back from a wait some sweeps saw, in its own context on
  * its way to user mode (task work: may sleep, and another thread's walk on
  * this CPU may come between; the scratch's owner tells). */
@@ -326,6 +332,7 @@ static int sweep_walk(struct bpf_map *map, void *key, void *value)
 	charge(task, &ss->since.wait, ns, 1);
 	return 0;
 }
+#endif
 
 /* One thread of the machine, in a sweep. */
 SEC("iter.s/task")
@@ -369,12 +376,13 @@ int sweep_off_cpu(struct bpf_iter__task *ctx)
 	e->wait.wchan = task_wait_channel(task, ss);
 	e->pid = view_tgid(task);
 	e->tid = view_tid(task);
+#ifdef NUPP_SWEEP_WALKS
 	if (!e->pending && !bpf_task_work_schedule_resume_impl(task, &e->tw, &sweep_seen,
 							       sweep_walk, NULL))
 		e->pending = 1;
+#endif
 	return 0;
 }
-#endif /* NUPP_HAVE_TASK_WORK */
 
 /* Coroutine waits (--waits): a coroutine that yields waits until it is
  * resumed, while its thread runs other coroutines or sleeps in an event

@@ -116,6 +116,17 @@ def parse_collapsed(text):
     return rows
 
 
+def charged(rows, fn):
+    """The counts of the collapsed rows whose stack holds frame fn (a Lua
+    function), summed by leaf frame: {leaf: count}."""
+    by_leaf = {}
+    for stack, n in rows:
+        f = stack.split(";")
+        if fn in f:
+            by_leaf[f[-1]] = by_leaf.get(f[-1], 0) + n
+    return by_leaf
+
+
 def go_pprof(*args):
     """What Go's `go tool pprof ARGS...` prints; asserts it ran."""
     p = subprocess.run(["go", "tool", "pprof", *map(str, args)], capture_output=True, text=True,

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import BUILD, NUPP, assert_rate, parse_collapsed, parse_truth, ready_build, workload
+from helpers import BUILD, NUPP, assert_rate, charged, parse_collapsed, parse_truth, ready_build, workload
 
 WAITS = workload("waits.lua")
 SECONDS = 0.5
@@ -58,16 +58,6 @@ def off_cpu(nupp, build, *args, extra=(), env=None, **kw):
     e = build.environ()
     e.update(env or {})
     return nupp.run(["record", "--off-cpu", *extra, "--", *build.command(WAITS, *args)], env=e, **kw)
-
-
-def charged(rows, fn):
-    """µs of the rows whose stack holds Lua function fn, by leaf frame."""
-    by_leaf = {}
-    for stack, us in rows:
-        f = stack.split(";")
-        if fn in f:
-            by_leaf[f[-1]] = by_leaf.get(f[-1], 0) + us
-    return by_leaf
 
 
 def assert_blocked(kind, waited, truth, asked, what=""):

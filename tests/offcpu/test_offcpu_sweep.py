@@ -29,7 +29,7 @@ import subprocess
 
 import pytest
 
-from helpers import NUPP, parse_collapsed, parse_truth, ready_build, workload
+from helpers import NUPP, charged, parse_collapsed, parse_truth, ready_build, workload
 
 WAITS = workload("waits.lua")
 PINGPONG = workload("pingpong.lua")
@@ -45,16 +45,6 @@ KINDS = {
     "pipe": ("waits.lua:wait_pipe", "read", "read", 3),
     "ffi": ("waits.lua:wait_ffi", "usleep", "clock_nanosleep", 1),
 }
-
-
-def charged(rows, fn):
-    """µs of the rows whose stack holds Lua function fn, by leaf frame."""
-    by_leaf = {}
-    for stack, us in rows:
-        f = stack.split(";")
-        if fn in f:
-            by_leaf[f[-1]] = by_leaf.get(f[-1], 0) + us
-    return by_leaf
 
 
 def assert_swept(kind, waited, truth, asked, k, what=""):

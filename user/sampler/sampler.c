@@ -36,6 +36,8 @@
 #include "base/libbpf_setup.h"
 #include "sampler_int.h"
 #include "sampler.skel.h"
+#include "sampler_sweep.skel.h"	/* its ELF bytes alone */
+#include "task_work.h"		/* NUPP_SWEEP_WALKS: the build's kernel has BPF task work */
 #include "sampler_abi.h"
 #include "luajit/symbolize.h"
 #include "tracemap.h"
@@ -463,9 +465,33 @@ static int alloc_buffers(struct sampler *s, const struct sampler_opts *o)
 	return 0;
 }
 
+/* The sampler's object with the sweep of --off-cpu -F (the Makefile's
+ * sampler_sweep.bpf.o): the same source, so the same maps and globals in
+ * the same places, and one program more, which the sampler's skeleton
+ * opens by name. Its kfunc makes libbpf read the kernel's whole BTF, for
+ * its CO-RE relocations too (the build's cut of it covers the sampler's). */
+static struct sampler_bpf *open_with_sweep(void)
+{
+	struct bpf_object_open_opts opts = *libbpf_setup__open_opts();
+	struct sampler_bpf *obj = calloc(1, sizeof(*obj));
+	int err = -ENOMEM;
+
+	opts.btf_custom_path = NULL;
+	if (!obj || (err = sampler_bpf__create_skeleton(obj)))
+		goto fail;
+	obj->skeleton->data = sampler_sweep_bpf__elf_bytes(&obj->skeleton->data_sz);
+	if ((err = bpf_object__open_skeleton(obj->skeleton, &opts)))
+		goto fail;
+	return obj;
+fail:
+	sampler_bpf__destroy(obj);
+	errno = -err;
+	return NULL;
+}
+
 static int open_object(struct sampler *s, char *err, size_t errsz)
 {
-	s->skel = sampler_bpf__open_opts(libbpf_setup__open_opts());
+	s->skel = s->sweep ? open_with_sweep() : sampler_bpf__open_opts(libbpf_setup__open_opts());
 	if (!s->skel) {
 		snprintf(err, errsz, "failed to open the sampler BPF object: %s", strerror(errno));
 		return -1;
@@ -497,13 +523,6 @@ static int configure_tick_rate(struct sampler *s, const struct sampler_opts *o, 
 	return 0;
 }
 
-/* The sweep of --off-cpu -F, NULL where the object was built for a kernel
- * without BPF task work (bpf/offcpu.h). */
-static struct bpf_program *sweep_program(struct sampler *s)
-{
-	return bpf_object__find_program_by_name(s->skel->obj, "sweep_off_cpu");
-}
-
 /* Set what the object is loaded with: its constants, the sizes of its
  * maps, the one timer program of --clock. */
 static int configure_object(struct sampler *s, const struct sampler_opts *o, char *err, size_t errsz)
@@ -531,9 +550,8 @@ static int configure_object(struct sampler *s, const struct sampler_opts *o, cha
 	bpf_program__set_autoload(s->skel->progs.on_tick, o->clock == SAMPLER_CLOCK_TICK);
 	bpf_program__set_autoload(s->skel->progs.on_switch_out, s->off_cpu && !s->sweep);
 	bpf_program__set_autoload(s->skel->progs.on_thread_exit, s->off_cpu && !s->sweep);
-	if (sweep_program(s))
-		bpf_program__set_autoload(sweep_program(s), s->sweep);
-	if (s->sweep && !sweep_program(s)) {
+	bpf_program__set_autoload(s->skel->progs.sweep_off_cpu, s->sweep);
+	if (s->sweep && !NUPP_SWEEP_WALKS) {
 		snprintf(err, errsz, "--off-cpu -F sweeps with BPF task work (Linux 6.18), which "
 			 "this kernel lacks; take --off-cpu without -F");
 		return -1;

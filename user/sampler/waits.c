@@ -110,10 +110,9 @@ int waits__sweep_target(struct sampler *s, struct target *tg, char *err, size_t 
 {
 	union bpf_iter_link_info linfo = { .task.pid = tg->pid };
 	LIBBPF_OPTS(bpf_iter_attach_opts, opts, .link_info = &linfo, .link_info_len = sizeof(linfo));
-	struct bpf_program *prog = bpf_object__find_program_by_name(s->skel->obj, "sweep_off_cpu");
 	int ret = 0;
 
-	if (!prog || !(tg->sweep_link = bpf_program__attach_iter(prog, &opts))) {
+	if (!(tg->sweep_link = bpf_program__attach_iter(s->skel->progs.sweep_off_cpu, &opts))) {
 		snprintf(err, errsz, "failed to make the off-CPU sweep's iterator over PID %d: %s",
 			 tg->pid, strerror(errno));
 		return -1;
