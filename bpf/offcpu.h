@@ -109,6 +109,17 @@ static __always_inline __u64 task_wait_channel(struct task_struct *task, struct 
 	return 0;
 }
 
+/* Whether task, switched out, is blocked: taken off its run queue, or left
+ * on it with its dequeue delayed (se.sched_delayed, Linux 6.12+); else it
+ * was preempted. Its __state is no guide: a thread preempted
+ * (cond_resched()) after it set a sleeping state and before it slept, as
+ * wait4 reaping a child does, keeps that state though it stays runnable. */
+static __always_inline bool task_blocked(struct task_struct *task)
+{
+	return !task->on_rq || (bpf_core_field_exists(task->se.sched_delayed) &&
+				BPF_CORE_READ(task, se.sched_delayed));
+}
+
 /* Charge a wait of ns to what the thread's entry names: its stack's slot
  * (by state), and its kernel side in waits. */
 static __always_inline void charge(struct task_struct *task, const struct nupp_wait_key *wk,
@@ -218,13 +229,7 @@ int on_switch_out(struct bpf_perf_event_data *ctx)
 	ran = task->se.sum_exec_runtime;
 	if (since->ts)
 		end_wait(task, since, now, ran);
-	/* Blocked: taken off its run queue, or left on it with its dequeue
-	 * delayed (se.sched_delayed, Linux 6.12+). Its __state is no guide: a
-	 * thread preempted (cond_resched()) after it set a sleeping state and
-	 * before it slept, as wait4 reaping a child does, keeps that state
-	 * though it stays runnable. */
-	blocked = !task->on_rq || (bpf_core_field_exists(task->se.sched_delayed) &&
-				   BPF_CORE_READ(task, se.sched_delayed));
+	blocked = task_blocked(task);
 	if (!blocked && !include_preempted)
 		return 0;
 	every = switch_every;
@@ -352,8 +357,7 @@ int sweep_off_cpu(struct bpf_iter__task *ctx)
 	if (!task || paused || task->on_cpu || task->exit_state || (task->flags & PF_EXITING) ||
 	    !proc_of(view_tgid(task)))
 		return 0;
-	blocked = !task->on_rq || (bpf_core_field_exists(task->se.sched_delayed) &&
-				   BPF_CORE_READ(task, se.sched_delayed));
+	blocked = task_blocked(task);
 	if (!blocked && !include_preempted)
 		return 0;
 	tid = task->pid;
