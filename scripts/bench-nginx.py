@@ -59,6 +59,7 @@ SERVER = ROOT / "tests" / "bench" / "nginx"
 NUPP = BUILD / "nupp-bpf"
 
 # name -> (nupp-bpf arguments before -p, workers); None: nothing attached.
+# Leading NAME=VALUE arguments are set in nupp-bpf's environment.
 MODES = {
     "none": (None, 1),
     "--clock tick": (["record", "--clock", "tick", "-o", "{out}.collapsed"], 1),
@@ -70,6 +71,10 @@ MODES = {
     # The events on the workers' threads rather than one per CPU.
     "-F 997 --clock thread": (["record", "-F", "997", "--clock", "thread", "-o", "{out}.collapsed"], 1),
     "default job -F 997": (["-F", "997", "-o", "{out}"], 1),
+    # Its uprobes as perf events on the workers' tasks, the path of kernels
+    # before 6.10 (kernel-notes/uprobes.md): what they cost each switch.
+    "default job -F 997, perf-event uprobes": (["NUPP_PERF_UPROBES=1", "-F", "997", "-o",
+                                                "{out}"], 1),
     "record --rotate 60": (["record", "--rotate", "60", "-o", "{out}.d"], 1),
     "record --wall": (["record", "--wall", "-o", "{out}.collapsed"], 1),
     # Time off the CPU: a walk at each switch of the worker, or sweeps.
@@ -204,8 +209,13 @@ def attach(args, server, out):
         if p.poll() is not None:
             die(f"perf failed: {p.stderr.read()}")
         return p
+    env = dict(os.environ)
+    while re.fullmatch(r"[A-Z_]+=.*", args[0]):
+        name, value = args[0].split("=", 1)
+        env[name], args = value, args[1:]
     argv = [str(NUPP), *[a.format(out=out) for a in args], "--children", "-p", str(server.pid)]
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         env=env)
     seen = 0
     for line in p.stderr:
         if re.match(r"nupp-bpf: recording PID \d+: .*, a child of PID", line):

@@ -23,7 +23,10 @@ measures:
    a running pingpong for 3 s (its sweeping thread runs on some CPU, not
    in the target's time); so does `record --clock tick -F 1`, a session
    that samples next to nothing: what being a launched target costs
-   whatever the clock (the probes a target gets, its children followed).
+   whatever the clock (the probes a target gets, its children followed);
+   and the same session with its uprobes as perf events on the target's
+   task (NUPP_PERF_UPROBES=1, the path of kernels before 6.10), which
+   join the task's perf context: what they cost each of its switches.
 2. The channel's own time, which is what it takes from the target: the
    kernel's count of the switch program's runs (each switch out of the
    target's threads, and of its child's, which inherits their events)
@@ -50,8 +53,9 @@ NUPP = os.path.join(ROOT, "build", "nupp-bpf")
 PINGPONG = os.path.join(ROOT, "tests", "fixtures", "workloads", "pingpong.lua")
 
 
-def rate(argv):
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+def rate(argv, env=None):
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, **(env or {})))
     m = re.search(r"^round trips/s (\d+)$", p.stdout, re.M)
     if p.returncode or not m:
         raise SystemExit(f"bench-offcpu: {' '.join(argv)} failed:\n{p.stdout}{p.stderr}")
@@ -151,6 +155,7 @@ def main():
     ap.add_argument("--luajit", default="/usr/bin/luajit")
     a = ap.parse_args()
     plain, profiled, traced, besides, swept, floor, every = [], [], [], [], [], [], set()
+    floor_perf = []
     # Its own session, and no pipe of ours: its sleep is killed with it,
     # and holds none of our output open.
     idle = subprocess.Popen([a.luajit, "-e", "os.execute('sleep 3600')"], stdout=subprocess.DEVNULL,
@@ -170,6 +175,9 @@ def main():
                                PINGPONG, str(a.trips)])[0])
             floor.append(rate([NUPP, "record", "--clock", "tick", "-F", "1", "-o", out, "--",
                                a.luajit, PINGPONG, str(a.trips)])[0])
+            floor_perf.append(rate([NUPP, "record", "--clock", "tick", "-F", "1", "-o", out, "--",
+                                    a.luajit, PINGPONG, str(a.trips)],
+                                   {"NUPP_PERF_UPROBES": "1"})[0])
             # The reference: the kernel's own tracing of every switch, what
             # any observer of the tracepoint pays on this machine.
             traced.append(rate(["perf", "record", "-q", "-e", "sched:sched_switch", "-a", "-o",
@@ -181,6 +189,7 @@ def main():
     sweeper = sweeper_cpu(a.luajit)
     p, q, t = statistics.median(plain), statistics.median(profiled), statistics.median(traced)
     w, f = statistics.median(swept), statistics.median(floor)
+    fp = statistics.median(floor_perf)
     o = statistics.median(besides)
     print("| | round trips/s (median of %d) | target switches out/s |" % a.rounds)
     print("|---|---:|---:|")
@@ -189,6 +198,8 @@ def main():
     print(f"| `record --off-cpu -F 99` (sweeps) | {w:,.0f} | {2 * w:,.0f} |")
     print(f"| `record --clock tick -F 1` (a session sampling next to nothing) | {f:,.0f} | "
           f"{2 * f:,.0f} |")
+    print(f"| the same, its uprobes perf events on the target's task (`NUPP_PERF_UPROBES=1`) | "
+          f"{fp:,.0f} | {2 * fp:,.0f} |")
     print(f"| `record --off-cpu -p` of another process, asleep | {o:,.0f} | {2 * o:,.0f} |")
     print(f"| `perf record -e sched:sched_switch -a` (reference) | {t:,.0f} | {2 * t:,.0f} |")
     print(f"\nThroughput: **{100 * (1 - q / p):.1f} %** lower under `--off-cpu` (runs alternate; "
@@ -198,7 +209,8 @@ def main():
           f"**{100 * (1 - o / p):.1f} %** lower; swept at 99 Hz (`--off-cpu -F 99`), "
           f"**{100 * (1 - w / p):.1f} %** lower, nupp-bpf's own CPU **{100 * sweeper:.2f} %** of "
           f"a core (attached to a running pingpong for 3 s), where a session sampling next to "
-          f"nothing (`--clock tick -F 1`) costs **{100 * (1 - f / p):.1f} %**.")
+          f"nothing (`--clock tick -F 1`) costs **{100 * (1 - f / p):.1f} %**, and "
+          f"**{100 * (1 - fp / p):.1f} %** with its uprobes as perf events on the target's task.")
     print(f"\nThe switch program's own time: **{per_run:.0f} ns** a run (its timing by the "
           f"kernel included), {runs_s:,.0f} runs/s, **{100 * share:.1f} %** of the target's "
           f"CPU time over the same 3 s.")

@@ -9,7 +9,6 @@
  * /proc/self/fd.
  */
 #define _GNU_SOURCE
-#include <pthread.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -120,26 +119,4 @@ int libbpf_setup__learn_pid_view(const struct bpf_program *prog, const unsigned 
 		return -1;
 	}
 	return 0;
-}
-
-static void *destroy_link(void *link)
-{
-	bpf_link__destroy(link);
-	return NULL;
-}
-
-void libbpf_setup__destroy_link_aside(struct bpf_link *link)
-{
-	pthread_attr_t attr;
-	pthread_t t;
-	int err;
-
-	if (!link)
-		return;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	err = pthread_create(&t, &attr, destroy_link, link);
-	pthread_attr_destroy(&attr);
-	if (err)
-		bpf_link__destroy(link);
 }

@@ -34,10 +34,4 @@ bool libbpf_setup__min_btf_matches(void);
 int libbpf_setup__learn_pid_view(const struct bpf_program *prog, const unsigned *learned,
 				 char *err, size_t errsz);
 
-/* Destroy a uprobe or perf-event link without waiting here: its removal
- * waits for RCU grace periods (~0.1 s), which a detached thread of its own
- * sits out while the session goes on (a short program's last new stacks
- * are named meanwhile). NULL is nothing. */
-void libbpf_setup__destroy_link_aside(struct bpf_link *link);
-
 #endif

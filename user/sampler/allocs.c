@@ -30,23 +30,6 @@
 #include "luajit/elf_file.h"
 #include "sampler_int.h"
 
-/* BPF_LINK_CREATE's attributes for a uprobe_multi link (Linux 6.6), as the
- * kernel's union bpf_attr lays them out: the headers of this distribution
- * predate them. */
-struct uprobe_multi_attr {
-	__u32 prog_fd;
-	__u32 target_fd;
-	__u32 attach_type;
-	__u32 flags;
-	__u64 path;
-	__u64 offsets;
-	__u64 ref_ctr_offsets;
-	__u64 cookies;
-	__u32 cnt;
-	__u32 multi_flags;
-	__u32 pid;
-};
-
 /* The value of BPF_TRACE_UPROBE_SESSION in the running kernel's enum
  * bpf_attach_type (its BTF), or -1 when it has none (before Linux 6.13). */
 static int uprobe_session_type(void)
@@ -103,16 +86,8 @@ int allocs__configure(struct sampler *s, const struct sampler_opts *o, char *err
 /* A uprobe session on tg's process at file offset off of path. */
 static int attach_session(struct sampler *s, struct target *tg, const char *path, __u64 off)
 {
-	struct uprobe_multi_attr a;
-
-	memset(&a, 0, sizeof(a));	/* its padding too: the kernel checks it is 0 */
-	a.prog_fd = bpf_program__fd(s->skel->progs.on_alloc);
-	a.attach_type = s->session_type;
-	a.path = (__u64)(uintptr_t)path;
-	a.offsets = (__u64)(uintptr_t)&off;
-	a.cnt = 1;
-	a.pid = tg->pid;
-	return syscall(__NR_bpf, 28 /* BPF_LINK_CREATE */, &a, sizeof(a));
+	return uprobe__link_create(bpf_program__fd(s->skel->progs.on_alloc), s->session_type,
+				   tg->pid, path, off, 0);
 }
 
 /* Where allocator at (a runtime address of tg's process) lies: a file, the

@@ -558,6 +558,10 @@ static int configure_object(struct sampler *s, const struct sampler_opts *o, cha
 	}
 	bpf_program__set_autoload(s->skel->progs.on_yield, s->coroutine_waits);
 	bpf_program__set_autoload(s->skel->progs.on_resume, s->coroutine_waits);
+	uprobe__prepare(s->skel->progs.on_gc_cycle);
+	uprobe__prepare(s->skel->progs.on_openlibs);
+	uprobe__prepare(s->skel->progs.on_yield);
+	uprobe__prepare(s->skel->progs.on_resume);
 	bpf_program__set_autoload(s->skel->progs.on_alloc, s->alloc);
 	if (!s->alloc) {	/* preallocated: ~11 MB of kernel memory */
 		bpf_map__set_max_entries(s->skel->maps.alloc_live, 1);
@@ -793,9 +797,9 @@ static void free_target(struct target *tg, bool destroy_caches)
 {
 	if (destroy_caches)
 		disable_walk_caches(tg, false);
-	bpf_link__destroy(tg->vm_probe);
+	uprobe__detach(tg->vm_probe);
 	while (tg->nwait_probes)
-		bpf_link__destroy(tg->wait_probes[--tg->nwait_probes]);
+		uprobe__detach(tg->wait_probes[--tg->nwait_probes]);
 	allocs__unwatch(tg);
 	symbolizer__free(tg->sym);
 	cfunc_names__free(tg->cnames);
@@ -1008,9 +1012,9 @@ void sampler__remove_target(struct sampler *s, const struct lj_target *t)
 	 * (test_gone_childrens_probes_and_events_are_closed). Its symbolizer
 	 * stays for its stacks not yet named. */
 	disable_walk_caches(tg, true);
-	libbpf_setup__destroy_link_aside(tg->vm_probe);
+	uprobe__detach_aside(tg->vm_probe);
 	while (tg->nwait_probes)
-		libbpf_setup__destroy_link_aside(tg->wait_probes[--tg->nwait_probes]);
+		uprobe__detach_aside(tg->wait_probes[--tg->nwait_probes]);
 	tg->vm_probe = NULL;
 	allocs__unwatch(tg);
 	waits__unsweep_target(s, tg);

@@ -12,6 +12,7 @@
 #include <linux/types.h>
 #include <pthread.h>
 #include "base/keymap.h"
+#include "base/uprobe.h"
 #include "channel/channel.h"
 #include "profile/profile.h"
 #include "sampler.h"
@@ -27,11 +28,11 @@ struct target {
 	struct tracemap *tm;		/* NULL: its build's traces are not mapped */
 	struct zones *zones;		/* the caller's, NULL until set */
 	struct nupp_proc proc;		/* as configured in the procs map */
-	struct bpf_link *gc_probe;	/* retires the walk caches; NULL: no caches */
-	struct bpf_link *vm_probe;	/* names a new VM to the sampler; NULL: none */
+	struct uprobe *gc_probe;	/* retires the walk caches; NULL: no caches */
+	struct uprobe *vm_probe;	/* names a new VM to the sampler; NULL: none */
 	struct bpf_link *sweep_link;	/* --off-cpu -F: the iterator over its threads */
 #define TARGET_WAIT_PROBES 5
-	struct bpf_link *wait_probes[TARGET_WAIT_PROBES];	/* --waits: lua_yield, lua_resume, */
+	struct uprobe *wait_probes[TARGET_WAIT_PROBES];	/* --waits: lua_yield, lua_resume, */
 	int nwait_probes;		/* the VM's coroutine fast functions */
 #define TARGET_ALLOCATORS 4
 	__u64 alloc_at[TARGET_ALLOCATORS];	/* --alloc: its VMs' allocators, */

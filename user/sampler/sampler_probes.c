@@ -23,6 +23,7 @@
 #include "sampler_int.h"
 #include "base/say.h"
 #include "base/libbpf_setup.h"
+#include "base/uprobe.h"
 #include "luajit/symbolize.h"
 #include "tracemap.h"
 #include "base/util.h"
@@ -32,9 +33,9 @@
 void disable_walk_caches(struct target *tg, bool aside)
 {
 	if (aside)
-		libbpf_setup__destroy_link_aside(tg->gc_probe);
+		uprobe__detach_aside(tg->gc_probe);
 	else
-		bpf_link__destroy(tg->gc_probe);
+		uprobe__detach(tg->gc_probe);
 	tg->gc_probe = NULL;
 	tg->proc.gc_epoch = 0;
 }
@@ -54,8 +55,9 @@ static __u64 entry_probe_offset(const struct lj_target *t, __u64 at)
 /* Uprobes opened while the sampler still loads (sampler__open_probes_early):
  * the kernel takes 15-25 ms to register one here, most of it waiting for an
  * RCU grace period (register_for_each_vma takes dup_mmap_sem for writing),
- * time the verifier spends on the sampler's programs anyway. Only the main
- * thread opens and takes them. */
+ * time the verifier spends on the sampler's programs anyway. Only where
+ * uprobes are perf events (user/base/uprobe.h): a uprobe_multi link needs
+ * its program loaded. Only the main thread opens and takes them. */
 static struct early_probe {
 	pid_t pid;
 	__u64 at;
@@ -86,7 +88,7 @@ static void open_probe_early(const struct lj_target *t, __u64 at)
 	__u64 off;
 
 	if (nearly_probes == sizeof(early_probes) / sizeof(early_probes[0]) || type < 0 ||
-	    !(off = entry_probe_offset(t, at)))
+	    uprobe__multi() || !(off = entry_probe_offset(t, at)))
 		return;
 	pa.type = type;
 	pa.config1 = (__u64)(uintptr_t)t->path;
@@ -148,9 +150,8 @@ static int take_early_probe(const struct target *tg, __u64 at)
 /* A uprobe running prog at the entry of tg's function at address at: the
  * early one opened for it, else one opened now after the same checks; NULL
  * when there is none. */
-static struct bpf_link *probe_entry(struct bpf_program *prog, struct target *tg, __u64 at)
+static struct uprobe *probe_entry(struct bpf_program *prog, struct target *tg, __u64 at)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo);
 	int fd = at ? take_early_probe(tg, at) : -1;
 	struct bpf_link *link;
 	__u64 off;
@@ -159,10 +160,10 @@ static struct bpf_link *probe_entry(struct bpf_program *prog, struct target *tg,
 		link = bpf_program__attach_perf_event(prog, fd);
 		if (!link)
 			close(fd);
-		return link;
+		return uprobe__adopt(link);
 	}
 	off = entry_probe_offset(tg->t, at);
-	return off ? bpf_program__attach_uprobe_opts(prog, tg->pid, tg->t->path, off, &uo) : NULL;
+	return off ? uprobe__attach(prog, tg->pid, tg->t->path, off, 0) : NULL;
 }
 
 /* The sampler caches what it learns of call sites and functions (struct
@@ -200,14 +201,14 @@ void watch_new_vm(struct sampler *s, struct target *tg)
 	tg->vm_probe = probe_entry(s->skel->progs.on_openlibs, tg, vm_start_site(tg->t));
 }
 
-/* A --waits probe of tg kept (0), or -1 when link is NULL. */
-static int keep_wait_probe(struct target *tg, struct bpf_link *link)
+/* A --waits probe of tg kept (0), or -1 when probe is NULL. */
+static int keep_wait_probe(struct target *tg, struct uprobe *probe)
 {
-	if (!link || tg->nwait_probes == TARGET_WAIT_PROBES) {
-		bpf_link__destroy(link);
+	if (!probe || tg->nwait_probes == TARGET_WAIT_PROBES) {
+		uprobe__detach(probe);
 		return -1;
 	}
-	tg->wait_probes[tg->nwait_probes++] = link;
+	tg->wait_probes[tg->nwait_probes++] = probe;
 	return 0;
 }
 
@@ -215,18 +216,17 @@ static int keep_wait_probe(struct target *tg, struct bpf_link *link)
 static void drop_wait_probes(struct target *tg, int n)
 {
 	while (tg->nwait_probes > n)
-		bpf_link__destroy(tg->wait_probes[--tg->nwait_probes]);
+		uprobe__detach(tg->wait_probes[--tg->nwait_probes]);
 }
 
 /* A uprobe running prog at the conditional jump at vaddr in the VM's
  * coroutine fast functions (vm_coroutines__find decoded it), told by its
  * cookie that the coroutine is in rbp. */
-static struct bpf_link *probe_vm_site(struct bpf_program *prog, struct target *tg, __u64 vaddr)
+static struct uprobe *probe_vm_site(struct bpf_program *prog, struct target *tg, __u64 vaddr)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = NUPP_CO_IN_RBP);
 	__u64 off = lj_target__file_offset(tg->t, vaddr);
 
-	return off ? bpf_program__attach_uprobe_opts(prog, tg->pid, tg->t->path, off, &uo) : NULL;
+	return off ? uprobe__attach(prog, tg->pid, tg->t->path, off, NUPP_CO_IN_RBP) : NULL;
 }
 
 /* --waits: each way a coroutine yields and is resumed, probed in pairs

@@ -20,6 +20,7 @@
 #include "luajit/symbolize.h"
 #include "trace_abi.h"
 #include "base/libbpf_setup.h"
+#include "base/uprobe.h"
 #include "trace.skel.h"
 #include "trace_reasons.h"
 #include "luajit/code_sites.h"
@@ -35,7 +36,7 @@ struct tr_target {
 	const struct lj_target *t;
 	struct abort_source src;	/* build, pid, symbolizer, zone table */
 	__u32 jit_flags;		/* J->flags, last seen */
-	struct bpf_link *links[CODE_SITES_MAX_COPIES];	/* one per copy of the site */
+	struct uprobe *links[CODE_SITES_MAX_COPIES];	/* one per copy of the site */
 	int nlinks;
 	bool gone;			/* exited or executed another program */
 };
@@ -201,7 +202,7 @@ static __u64 zone_current(__u64 zone_state_addr)
 static void detach(struct tr_target *tg)
 {
 	for (int i = 0; i < tg->nlinks; i++)
-		bpf_link__destroy(tg->links[i]);
+		uprobe__detach(tg->links[i]);
 	tg->nlinks = 0;
 }
 
@@ -238,7 +239,6 @@ static int fit_blocks(struct nupp_trace_proc *p, pid_t pid, char *err, size_t er
 
 static int target_attach(struct tracer *tr, struct tr_target *tg, char *err, size_t errsz)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo);
 	const struct lj_target *t = tg->t;
 	struct nupp_trace_proc proc = { .lj = t->layout, .zone_cur = zone_current(tg->src.zone_state) };
 	__u32 key = tg->src.pid;
@@ -273,8 +273,8 @@ static int target_attach(struct tracer *tr, struct tr_target *tg, char *err, siz
 		return -1;
 	}
 	for (tg->nlinks = 0; tg->nlinks < nsites; tg->nlinks++) {
-		struct bpf_link *l = bpf_program__attach_uprobe_opts(tr->skel->progs.trace_abort_site,
-								    tg->src.pid, t->path, offs[tg->nlinks], &uo);
+		struct uprobe *l = uprobe__attach(tr->skel->progs.trace_abort_site, tg->src.pid,
+						  t->path, offs[tg->nlinks], 0);
 
 		if (getenv("NUPP_VERBOSE"))
 			fprintf(stderr, "trace: pid %d: %s site vaddr 0x%llx file offset 0x%llx\n",
@@ -396,6 +396,8 @@ struct tracer *tracer__open(const struct tracer_opts *o, char *err, size_t errsz
 	}
 	tr->include_benign = o->include_benign;
 	tr->skel = trace_bpf__open_opts(libbpf_setup__open_opts());
+	if (tr->skel)
+		uprobe__prepare(tr->skel->progs.trace_abort_site);
 	if (!tr->skel || trace_bpf__load(tr->skel)) {
 		snprintf(err, errsz, "failed to load the trace BPF program: %s", strerror(errno));
 		goto fail;
@@ -462,7 +464,7 @@ void tracer__remove_target(struct tracer *tr, const struct lj_target *t)
 	/* The process is gone: its probes serve no one (and hold a file and a
 	 * uprobe's registration each to the session's end). */
 	for (int i = 0; i < tg->nlinks; i++)
-		libbpf_setup__destroy_link_aside(tg->links[i]);
+		uprobe__detach_aside(tg->links[i]);
 	tg->nlinks = 0;
 }
 
