@@ -43,7 +43,7 @@ bench: $(B)/nupp-bpf lua $(BENCH_UNSEEN) $(B)/tests/luahost
 		$(PYTHON) scripts/bench-check.py --luajit $(LUAJIT)
 	$(call msg,BENCH,scripts/bench-offcpu.py)
 	$(Q)$(PYTHON) scripts/doc-section.py --markdown bench-offcpu \
-		"\`record --off-cpu\`: two processes that switch ~90,000 times a second (\`scripts/bench-offcpu.py\`)" \
+		"\`record --off-cpu\`: two processes on one CPU that switch ~140,000 times a second (\`scripts/bench-offcpu.py\`)" \
 		$(PYTHON) scripts/bench-offcpu.py --luajit $(LUAJIT)
 	$(call msg,BENCH,scripts/bench-heap.py)
 	$(Q)$(PYTHON) scripts/doc-section.py --markdown bench-heap \

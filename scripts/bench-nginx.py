@@ -73,7 +73,7 @@ MODES = {
     "default job -F 997": (["-F", "997", "-o", "{out}"], 1),
     # Its uprobes as perf events on the workers' tasks, the path of kernels
     # before 6.10 (kernel-notes/uprobes.md): what they cost each switch.
-    "default job -F 997, perf-event uprobes": (["NUPP_PERF_UPROBES=1", "-F", "997", "-o",
+    "default job -F 997 (perf-event uprobes)": (["NUPP_PERF_UPROBES=1", "-F", "997", "-o",
                                                 "{out}"], 1),
     "record --rotate 60": (["record", "--rotate", "60", "-o", "{out}.d"], 1),
     "record --wall": (["record", "--wall", "-o", "{out}.collapsed"], 1),

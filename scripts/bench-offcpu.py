@@ -4,20 +4,22 @@
     /usr/bin/python3 scripts/bench-offcpu.py [--rounds 7] [--trips 150000]
 
 tests/fixtures/workloads/pingpong.lua passes a byte between a process and
-its child through two pipes: every round trip blocks each once, four
+its child through two pipes, both on CPU 0 (PIN): every round trip blocks each once, four
 switches of the machine, two of them target threads switching out. Two
 measures:
 
 1. Throughput: runs alone, under `nupp-bpf record --off-cpu`, beside a
-   `record --off-cpu -p` of another process that sleeps (what watching
-   one process costs the others on the machine: their switches run no
+   `record --off-cpu -p` of another process that sleeps (what watching one
+   process costs the others on the machine: their switches run no
    program, but the kernel's context-switch software event is on) and
    under `perf record -e sched:sched_switch -a` (the reference: what any
-   observer of the scheduler's tracepoint costs on the machine) alternate, --rounds
-   times each; each run's rate is the round trips per second the program
-   measures over its own loop. On these machines two runs of the
-   same program differ by up to 10 %: the ratio of medians is a rough
-   figure.
+   observer of the scheduler's tracepoint costs on the machine), --rounds
+   rounds; each run's rate is the round trips per second the program
+   measures over its own loop. On these machines two runs of the same
+   program differ by up to 10 %, and the machine drifts within a minute:
+   each round runs the program alone first and last, every mode between,
+   and a mode's cost is the median over rounds of its run against the
+   mean of its round's two runs alone.
    `record --off-cpu -F 99` (sweeps at 99 Hz instead of each switch) runs
    in the same rounds, and its nupp-bpf's own CPU is measured attached to
    a running pingpong for 3 s (its sweeping thread runs on some CPU, not
@@ -51,6 +53,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NUPP = os.path.join(ROOT, "build", "nupp-bpf")
 PINGPONG = os.path.join(ROOT, "tests", "fixtures", "workloads", "pingpong.lua")
+# Both processes of pingpong on one CPU: each switch a hand-off there. Left
+# to the scheduler, they share a CPU in some runs and not in others, and
+# a run's rate moved by 10-40 % with it; pinned, ~140,000 switches a
+# second, steady to a few per cent.
+PIN = ["taskset", "-c", "0"]
 
 
 def rate(argv, env=None):
@@ -97,7 +104,7 @@ def cpu_s(pid):
 def sweeper_cpu(luajit):
     """nupp-bpf's CPU, as a share of one core, sweeping a running pingpong
     at 99 Hz for 3 s (after 1.5 s of its start)."""
-    target = subprocess.Popen([luajit, PINGPONG, "100000000"], stdout=subprocess.DEVNULL)
+    target = subprocess.Popen(PIN + [luajit, PINGPONG, "100000000"], stdout=subprocess.DEVNULL)
     try:
         time.sleep(0.5)
         nupp = subprocess.Popen([NUPP, "record", "--off-cpu", "-F", "99", "-p", str(target.pid),
@@ -117,14 +124,21 @@ def sweeper_cpu(luajit):
 
 
 def own_cpu_s(pid):
-    """CPU seconds of process pid alone (all its threads)."""
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds of process pid alone (all its live threads), to the
+    nanosecond (schedstat: /proc/PID/stat counts 10-ms ticks, and the
+    sweeper takes a tick or two in 3 s)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(open(f"/proc/{pid}/task/{tid}/schedstat").read().split()[0])
+        except OSError:
+            pass	# the thread exited
+    return total / 1e9
 
 
 def own_time(luajit):
     """(ns per run, runs/s, share of the target's CPU) of the switch program."""
-    target = subprocess.Popen([luajit, PINGPONG, "100000000"], stdout=subprocess.DEVNULL)
+    target = subprocess.Popen(PIN + [luajit, PINGPONG, "100000000"], stdout=subprocess.DEVNULL)
     subprocess.run(["sysctl", "-qw", "kernel.bpf_stats_enabled=1"], check=True)
     try:
         time.sleep(0.5)
@@ -155,62 +169,71 @@ def main():
     ap.add_argument("--luajit", default="/usr/bin/luajit")
     a = ap.parse_args()
     plain, profiled, traced, besides, swept, floor, every = [], [], [], [], [], [], set()
-    floor_perf = []
+    floor_perf, alone_mean = [], []
     # Its own session, and no pipe of ours: its sleep is killed with it,
     # and holds none of our output open.
     idle = subprocess.Popen([a.luajit, "-e", "os.execute('sleep 3600')"], stdout=subprocess.DEVNULL,
                             start_new_session=True)
+    prog = PIN + [a.luajit, PINGPONG, str(a.trips)]
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "p.collapsed")
         for _ in range(a.rounds):
+            # Alone first and last: each mode of the round is weighed
+            # against the mean of the two (this machine drifts by several
+            # per cent within a minute).
+            first = rate(prog)[0]
             besides.append(beside_idle_session(a.luajit, idle.pid,
-                                               [a.luajit, PINGPONG, str(a.trips)]))
-            plain.append(rate([a.luajit, PINGPONG, str(a.trips)])[0])
-            r, err = rate([NUPP, "record", "--off-cpu", "-o", out, "--", a.luajit, PINGPONG,
-                           str(a.trips)])
+                                               prog))
+            r, err = rate([NUPP, "record", "--off-cpu", "-o", out, "--", *prog])
             profiled.append(r)
             m = re.search(r"one switch in up to (\d+) was walked", err)
             every.add(int(m[1]) if m else 1)
-            swept.append(rate([NUPP, "record", "--off-cpu", "-F", "99", "-o", out, "--", a.luajit,
-                               PINGPONG, str(a.trips)])[0])
+            swept.append(rate([NUPP, "record", "--off-cpu", "-F", "99", "-o", out, "--", *prog])[0])
             floor.append(rate([NUPP, "record", "--clock", "tick", "-F", "1", "-o", out, "--",
-                               a.luajit, PINGPONG, str(a.trips)])[0])
+                               *prog])[0])
             floor_perf.append(rate([NUPP, "record", "--clock", "tick", "-F", "1", "-o", out, "--",
-                                    a.luajit, PINGPONG, str(a.trips)],
+                                    *prog],
                                    {"NUPP_PERF_UPROBES": "1"})[0])
             # The reference: the kernel's own tracing of every switch, what
             # any observer of the tracepoint pays on this machine.
             traced.append(rate(["perf", "record", "-q", "-e", "sched:sched_switch", "-a", "-o",
-                                os.path.join(tmp, "perf.data"), "--", a.luajit, PINGPONG,
-                                str(a.trips)])[0])
+                                os.path.join(tmp, "perf.data"), "--", *prog])[0])
+            last = rate(prog)[0]
+            plain += [first, last]
+            alone_mean.append((first + last) / 2)
     os.killpg(idle.pid, signal.SIGKILL)
     idle.wait()
     per_run, runs_s, share = own_time(a.luajit)
     sweeper = sweeper_cpu(a.luajit)
-    p, q, t = statistics.median(plain), statistics.median(profiled), statistics.median(traced)
-    w, f = statistics.median(swept), statistics.median(floor)
-    fp = statistics.median(floor_perf)
-    o = statistics.median(besides)
-    print("| | round trips/s (median of %d) | target switches out/s |" % a.rounds)
-    print("|---|---:|---:|")
-    print(f"| alone | {p:,.0f} | {2 * p:,.0f} |")
-    print(f"| `record --off-cpu` | {q:,.0f} | {2 * q:,.0f} |")
-    print(f"| `record --off-cpu -F 99` (sweeps) | {w:,.0f} | {2 * w:,.0f} |")
-    print(f"| `record --clock tick -F 1` (a session sampling next to nothing) | {f:,.0f} | "
-          f"{2 * f:,.0f} |")
-    print(f"| the same, its uprobes perf events on the target's task (`NUPP_PERF_UPROBES=1`) | "
-          f"{fp:,.0f} | {2 * fp:,.0f} |")
-    print(f"| `record --off-cpu -p` of another process, asleep | {o:,.0f} | {2 * o:,.0f} |")
-    print(f"| `perf record -e sched:sched_switch -a` (reference) | {t:,.0f} | {2 * t:,.0f} |")
-    print(f"\nThroughput: **{100 * (1 - q / p):.1f} %** lower under `--off-cpu` (runs alternate; "
-          f"each rate is the program's own over its loop; one switch out in up to {max(every)} "
-          f"was walked); under perf's tracing of the same tracepoint, **{100 * (1 - t / p):.1f} %** "
-          f"lower; with nupp-bpf watching another process, "
-          f"**{100 * (1 - o / p):.1f} %** lower; swept at 99 Hz (`--off-cpu -F 99`), "
-          f"**{100 * (1 - w / p):.1f} %** lower, nupp-bpf's own CPU **{100 * sweeper:.2f} %** of "
+
+    def lost(v):
+        """Per cent lost: the median over rounds of each run against its
+        round's alone."""
+        return 100 * (1 - statistics.median(x / m for x, m in zip(v, alone_mean)))
+
+    print("| | round trips/s (median of %d) | target switches out/s | lost against alone "
+          "(median of the rounds) |" % a.rounds)
+    print("|---|---:|---:|---:|")
+    for name, v in [("alone", plain), ("`record --off-cpu`", profiled),
+                    ("`record --off-cpu -F 99` (sweeps)", swept),
+                    ("`record --clock tick -F 1` (a session sampling next to nothing)", floor),
+                    ("the same, its uprobes perf events on the target's task "
+                     "(`NUPP_PERF_UPROBES=1`)", floor_perf),
+                    ("`record --off-cpu -p` of another process, asleep", besides),
+                    ("`perf record -e sched:sched_switch -a` (reference)", traced)]:
+        r = statistics.median(v)
+        print(f"| {name} | {r:,.0f} | {2 * r:,.0f} | "
+              f"{'—' if v is plain else f'{lost(v):.1f} %'} |")
+    print(f"\nThroughput: **{lost(profiled):.1f} %** lower under `--off-cpu` (each rate is the "
+          f"program's own over its loop; each round runs it alone first and last, every mode "
+          f"between, and each run is weighed against the mean of the round's two alone; one "
+          f"switch out in up to {max(every)} was walked); under perf's tracing of the same "
+          f"tracepoint, **{lost(traced):.1f} %** lower; with nupp-bpf watching another process, "
+          f"**{lost(besides):.1f} %** lower; swept at 99 Hz (`--off-cpu -F 99`), "
+          f"**{lost(swept):.1f} %** lower, nupp-bpf's own CPU **{100 * sweeper:.2f} %** of "
           f"a core (attached to a running pingpong for 3 s), where a session sampling next to "
-          f"nothing (`--clock tick -F 1`) costs **{100 * (1 - f / p):.1f} %**, and "
-          f"**{100 * (1 - fp / p):.1f} %** with its uprobes as perf events on the target's task.")
+          f"nothing (`--clock tick -F 1`) costs **{lost(floor):.1f} %**, and "
+          f"**{lost(floor_perf):.1f} %** with its uprobes as perf events on the target's task.")
     print(f"\nThe switch program's own time: **{per_run:.0f} ns** a run (its timing by the "
           f"kernel included), {runs_s:,.0f} runs/s, **{100 * share:.1f} %** of the target's "
           f"CPU time over the same 3 s.")
