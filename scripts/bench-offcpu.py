@@ -69,7 +69,7 @@ def rate(argv, env=None):
     return int(m[1]), p.stderr
 
 
-def beside_idle_session(luajit, idle_pid, argv):
+def beside_idle_session(idle_pid, argv):
     """rate(argv) while `record --off-cpu` watches another process, one that
     sleeps: what the session costs a process it does not watch."""
     nupp = subprocess.Popen([NUPP, "record", "--off-cpu", "-p", str(idle_pid), "-o", "/dev/null"],
@@ -182,8 +182,7 @@ def main():
             # against the mean of the two (this machine drifts by several
             # per cent within a minute).
             first = rate(prog)[0]
-            besides.append(beside_idle_session(a.luajit, idle.pid,
-                                               prog))
+            besides.append(beside_idle_session(idle.pid, prog))
             r, err = rate([NUPP, "record", "--off-cpu", "-o", out, "--", *prog])
             profiled.append(r)
             m = re.search(r"one switch in up to (\d+) was walked", err)
